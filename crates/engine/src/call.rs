@@ -1,0 +1,137 @@
+//! One op call as the engine sees it: the op name and its arguments, with
+//! tensors as views of engine storages. Built from the C records in `ffi`,
+//! or directly by the engine's own helpers (transfers).
+use std::ffi::c_void;
+
+use stablehlo::DType;
+
+use crate::storage::Storage;
+
+/// A view of a device storage. Sizes, strides and offset are in elements.
+#[derive(Clone)]
+pub struct TensorRef<'a> {
+    pub storage: &'a Storage,
+    pub dtype: DType,
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub offset: i64,
+    pub wrapped: bool,
+}
+
+impl TensorRef<'_> {
+    pub fn numel(&self) -> i64 {
+        self.sizes.iter().product()
+    }
+    pub fn is_contiguous(&self) -> bool {
+        let mut expected = 1;
+        for (s, st) in self.sizes.iter().zip(&self.strides).rev() {
+            if *s != 1 && *st != expected {
+                return false;
+            }
+            expected *= s;
+        }
+        true
+    }
+    /// The view covers its whole storage, densely, from offset 0.
+    pub fn is_whole(&self) -> bool {
+        self.offset == 0
+            && self.is_contiguous()
+            && (self.numel() as usize) * self.dtype.size_bytes() == self.storage.nbytes
+    }
+}
+
+#[derive(Clone)]
+pub enum CallValue<'a> {
+    None,
+    Tensor(TensorRef<'a>),
+    TensorList(Vec<Option<TensorRef<'a>>>),
+    /// A CPU tensor with dimensions, allowed only where PyTorch moves it
+    /// (e.g. indices); `bytes` is its contiguous data.
+    HostTensor { dtype: DType, sizes: Vec<i64>, bytes: &'a [u8] },
+    /// A runtime number: a Python scalar (dtype f64/i64/bool) or a 0-dim CPU
+    /// tensor (`from_tensor`).
+    Scalar { dtype: DType, f: f64, i: i64, from_tensor: bool },
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    IntList(Vec<i64>),
+    FloatList(Vec<f64>),
+    BoolList(Vec<bool>),
+    Str(String),
+    Generator(*mut c_void),
+    Device(i64),
+    Other(String),
+}
+
+#[derive(Clone)]
+pub struct CallArg<'a> {
+    pub value: CallValue<'a>,
+    /// 0: read only; 1: an input the op also updates; 2: an out= argument.
+    pub write: u8,
+}
+
+/// Kinds of returns, as the schema declares them.
+pub const RET_TENSOR: i32 = 0;
+pub const RET_LIST: i32 = 1;
+pub const RET_NUMBER: i32 = 2;
+
+pub struct Call<'a> {
+    pub op: &'a str,
+    pub args: Vec<CallArg<'a>>,
+    /// For each return: the argument it aliases, or -1.
+    pub ret_alias: Vec<i32>,
+    pub ret_kind: Vec<i32>,
+}
+
+impl Call<'_> {
+    /// The device the op runs on: that of its first device tensor, else 0.
+    pub fn device(&self) -> i32 {
+        for a in &self.args {
+            match &a.value {
+                CallValue::Tensor(t) => return t.storage.device,
+                CallValue::TensorList(ts) => {
+                    if let Some(Some(t)) = ts.iter().find(|t| t.is_some()) {
+                        return t.storage.device;
+                    }
+                }
+                CallValue::Device(d) if *d >= 0 => return *d as i32,
+                _ => {}
+            }
+        }
+        0
+    }
+
+    /// A short description of the tensor arguments, for error messages:
+    /// "tensor of shape [2, 3] and dtype torch.float32, number 2.0".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for a in &self.args {
+            match &a.value {
+                CallValue::Tensor(t) => parts.push(format!(
+                    "tpu tensor of shape {:?} and dtype {}",
+                    t.sizes,
+                    lowering::dtypes::name(t.dtype)
+                )),
+                CallValue::TensorList(ts) => parts.push(format!(
+                    "list of {} tensors{}",
+                    ts.len(),
+                    ts.iter()
+                        .flatten()
+                        .next()
+                        .map(|t| format!(" (first of shape {:?}, {})", t.sizes, lowering::dtypes::name(t.dtype)))
+                        .unwrap_or_default()
+                )),
+                CallValue::HostTensor { dtype, sizes, .. } => {
+                    parts.push(format!("cpu tensor of shape {:?} and dtype {}", sizes, lowering::dtypes::name(*dtype)))
+                }
+                CallValue::Scalar { dtype, f, i, .. } => parts.push(if dtype.is_float() {
+                    format!("number {f}")
+                } else {
+                    format!("number {i}")
+                }),
+                _ => {}
+            }
+        }
+        parts.join(", ")
+    }
+}

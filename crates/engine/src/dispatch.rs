@@ -1,0 +1,333 @@
+//! Running one op call: find its lowering, fetch or compile its program,
+//! feed it the storages' buffers, execute, and apply the results.
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use stablehlo::DType;
+
+use crate::cache::{hash_key, Compiled};
+use crate::call::{Call, CallValue};
+use crate::error::{EngineError, ErrorKind, Result};
+use crate::metrics::Metrics;
+use crate::mode::{self, Mode};
+use crate::program::{build, collect_slots, signature, slot_layout, Input, Output, Ret, Slots};
+use crate::runtime::{engine, Engine};
+use crate::scalars::scalar_buffer;
+use crate::storage::Storage;
+use crate::sync::read_flag;
+use crate::transfer::{contiguous_strides, element_type};
+
+/// A tensor created by an op, handed to C++ to wrap.
+pub struct NewTensor {
+    pub storage: *mut c_void,
+    pub nbytes: usize,
+    pub dtype: DType,
+    pub device: i32,
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
+pub enum RetValue {
+    None,
+    Tensor(NewTensor),
+    TensorList(Vec<NewTensor>),
+    Alias(usize),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    ResizeCopy { arg: usize, tensor: NewTensor },
+}
+
+/// Draws (seed, offset) for `count` random values from a generator
+/// (NULL: the device's default one). Installed by the extension module.
+pub type GeneratorHook = fn(*mut c_void, i32, u64) -> (u64, u64);
+static GENERATOR_HOOK: OnceLock<GeneratorHook> = OnceLock::new();
+
+pub fn set_generator_hook(hook: GeneratorHook) {
+    let _ = GENERATOR_HOOK.set(hook);
+}
+
+fn draw_random(generator: *mut c_void, device: i32, count: u64) -> (u64, u64) {
+    match GENERATOR_HOOK.get() {
+        Some(h) => h(generator, device, count),
+        None => {
+            static COUNTER: Mutex<u64> = Mutex::new(0);
+            let mut c = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
+            let start = *c;
+            *c += count;
+            (0, start)
+        }
+    }
+}
+
+static LAST_OUTPUT: Mutex<Option<Arc<pjrt::Buffer>>> = Mutex::new(None);
+
+/// The most recent output buffer; waiting on it waits for all prior work.
+pub fn last_output() -> Option<Arc<pjrt::Buffer>> {
+    LAST_OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+pub fn not_lowered(call: &Call) -> EngineError {
+    let mut e = EngineError::new(
+        ErrorKind::NotImplemented,
+        format!(
+            "The operator '{}' is not lowered for the tpu device (inputs: {}). \
+             Set TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU instead (slow, counted in \
+             torch_tpu_rs.metrics()['fallbacks']), or open an issue asking for a lowering.",
+            call.op,
+            call.describe()
+        ),
+    );
+    e.not_lowered = true;
+    e
+}
+
+/// Runs the call and returns one value per schema return.
+pub fn run(call: &Call) -> Result<Vec<RetValue>> {
+    let entry = lowering::lookup(call.op).ok_or_else(|| not_lowered(call))?;
+    let engine = engine()?;
+    let slots = collect_slots(call);
+    let device = call.device();
+    let sig = signature(call, &slots, entry.static_scalars, device);
+    let hash = hash_key(call.op, &sig);
+    let compiled = match engine.cache.get(hash, call.op, &sig) {
+        Some(c) => {
+            Metrics::inc(&engine.metrics.cache_hits_memory);
+            c
+        }
+        None => {
+            let c = Arc::new(compile(engine, call, &slots, entry, device)?);
+            engine.cache.insert(hash, call.op, sig, c.clone());
+            c
+        }
+    };
+    execute(engine, call, &slots, &compiled, device)
+}
+
+fn with_context(call: &Call, e: EngineError) -> EngineError {
+    if e.message.starts_with(call.op) || e.message.contains(call.op) {
+        return e;
+    }
+    EngineError { message: format!("{}: {} (inputs: {})", call.op, e.message, call.describe()), ..e }
+}
+
+fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntry, device: i32) -> Result<Compiled> {
+    let program = build(call, slots, entry).map_err(|e| with_context(call, e))?;
+    let reason = if engine.cache.has_op(call.op) { "new shapes or attributes" } else { "new op" };
+    let start = Instant::now();
+    // Portable executables: one compile serves every device.
+    let _ = device;
+    let executable = engine.client.compile(&program.text).map_err(|e| {
+        let mut msg = format!(
+            "{}: XLA could not compile the lowered program (inputs: {}): {}",
+            call.op,
+            call.describe(),
+            e
+        );
+        if std::env::var("TORCH_TPU_DEBUG_IR").is_ok() {
+            msg.push_str("\n");
+            msg.push_str(&program.text);
+        }
+        EngineError::runtime(msg)
+    })?;
+    let m = &engine.metrics;
+    Metrics::inc(&m.compiles);
+    m.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    Metrics::bump(&m.recompile_reasons, reason);
+    Ok(Compiled { program, executable })
+}
+
+fn zeros(engine: &Engine, dtype: DType, n: i64, device: i32) -> Result<Arc<pjrt::Buffer>> {
+    let bytes = vec![0u8; n.max(0) as usize * dtype.size_bytes()];
+    Ok(Arc::new(engine.client.buffer_from_host(&bytes, element_type(dtype), &[n], engine.device(device)?)?))
+}
+
+fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, device: i32) -> Result<Vec<RetValue>> {
+    let program = &compiled.program;
+    let mut bufs: Vec<Arc<pjrt::Buffer>> = Vec::with_capacity(program.inputs.len());
+    for input in &program.inputs {
+        bufs.push(match input {
+            Input::Slot { slot, dtype, n } => {
+                let storage = slots.storages[*slot];
+                let st = storage.state();
+                match st.buffer {
+                    Some(b) if st.dtype == *dtype => b,
+                    Some(_) => {
+                        return Err(EngineError::runtime(format!(
+                            "{}: internal error: storage layout changed while the op ran",
+                            call.op
+                        )))
+                    }
+                    None => {
+                        let (dt, n2) = slot_layout(storage, *dtype);
+                        debug_assert_eq!((dt, n2), (*dtype, *n));
+                        let z = zeros(engine, *dtype, *n, storage.device)?;
+                        storage.set(z.clone(), *dtype);
+                        z
+                    }
+                }
+            }
+            Input::Offset { view } => scalar_buffer(engine, device, DType::I64, 0.0, slots.views[*view].1.offset)?,
+            Input::Scalar { arg, dtype } => match &call.args[*arg].value {
+                CallValue::Scalar { f, i, .. } => scalar_buffer(engine, device, *dtype, *f, *i)?,
+                _ => return Err(EngineError::runtime("internal error: scalar input is not a scalar")),
+            },
+            Input::Host { arg } => match &call.args[*arg].value {
+                CallValue::HostTensor { dtype, sizes, bytes } => Arc::new(engine.client.buffer_from_host(
+                    bytes,
+                    element_type(*dtype),
+                    sizes,
+                    engine.device(device)?,
+                )?),
+                _ => return Err(EngineError::runtime("internal error: host input is not a host tensor")),
+            },
+            Input::Rng { count } => {
+                let generator = call
+                    .args
+                    .iter()
+                    .find_map(|a| match a.value {
+                        CallValue::Generator(p) => Some(p),
+                        _ => None,
+                    })
+                    .unwrap_or(std::ptr::null_mut());
+                let (seed, offset) = draw_random(generator, device, *count);
+                let mut bytes = Vec::with_capacity(16);
+                bytes.extend_from_slice(&seed.to_le_bytes());
+                bytes.extend_from_slice(&offset.to_le_bytes());
+                Arc::new(engine.client.buffer_from_host(
+                    &bytes,
+                    pjrt::ElementType::U64,
+                    &[2],
+                    engine.device(device)?,
+                )?)
+            }
+        });
+    }
+    let refs: Vec<&pjrt::Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+    let target = Some(engine.device(device)?);
+    let outs = compiled.executable.execute(&refs, target).map_err(|e| {
+        EngineError::runtime(format!("{}: execution failed (inputs: {}): {}", call.op, call.describe(), e))
+    })?;
+    Metrics::inc(&engine.metrics.executions);
+    let outs: Vec<Arc<pjrt::Buffer>> = outs.into_iter().map(Arc::new).collect();
+    if outs.len() != program.outputs.len() {
+        return Err(EngineError::runtime(format!(
+            "{}: the program returned {} buffers, expected {}",
+            call.op,
+            outs.len(),
+            program.outputs.len()
+        )));
+    }
+    let debug = mode::current() == Mode::Debug;
+    // Checks first, so that in Debug Eager bad input changes nothing.
+    for (o, buf) in program.outputs.iter().zip(&outs) {
+        if let Output::Check { message } = o {
+            if debug {
+                read_flag(buf, message)?;
+            } else {
+                engine.checks.push(buf.clone(), message.clone());
+            }
+        }
+    }
+    if debug {
+        for buf in &outs {
+            buf.ready().map_err(|e| EngineError::runtime(format!("{}: execution failed: {}", call.op, e)))?;
+        }
+    }
+    if let Some(last) = outs.last() {
+        *LAST_OUTPUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(last.clone());
+    }
+    for (o, buf) in program.outputs.iter().zip(&outs) {
+        if let Output::Slot { slot, dtype } = o {
+            slots.storages[*slot].set(buf.clone(), *dtype);
+        }
+    }
+    let new_tensor = |idx: usize| -> Result<NewTensor> {
+        match &program.outputs[idx] {
+            Output::New { dtype, shape } => {
+                let numel: i64 = shape.iter().product();
+                let nbytes = numel.max(0) as usize * dtype.size_bytes();
+                let storage = Storage::with_buffer(outs[idx].clone(), *dtype, nbytes, device);
+                Ok(NewTensor {
+                    storage: storage.into_handle(),
+                    nbytes,
+                    dtype: *dtype,
+                    device,
+                    sizes: shape.clone(),
+                    strides: contiguous_strides(shape),
+                })
+            }
+            _ => Err(EngineError::runtime("internal error: return is not a new tensor")),
+        }
+    };
+    let mut rets = Vec::with_capacity(program.rets.len());
+    for r in &program.rets {
+        rets.push(match r {
+            Ret::New(i) => RetValue::Tensor(new_tensor(*i)?),
+            Ret::NewList(is) => RetValue::TensorList(is.iter().map(|i| new_tensor(*i)).collect::<Result<_>>()?),
+            Ret::Alias(a) => RetValue::Alias(*a),
+            Ret::ResizeCopy { arg, output } => RetValue::ResizeCopy { arg: *arg, tensor: new_tensor(*output)? },
+            Ret::Number(i) => {
+                let dtype = match &program.outputs[*i] {
+                    Output::Number { dtype } => *dtype,
+                    _ => DType::F64,
+                };
+                read_number(engine, &outs[*i], dtype)?
+            }
+            Ret::None => RetValue::None,
+        });
+    }
+    Ok(rets)
+}
+
+/// Reads a rank-0 result to the host (`.item()`): a host sync.
+fn read_number(engine: &Engine, buf: &pjrt::Buffer, dtype: DType) -> Result<RetValue> {
+    engine.metrics.host_sync(".item()");
+    engine.checks.drain()?;
+    let mut bytes = vec![0u8; dtype.size_bytes()];
+    buf.to_host(&mut bytes)?;
+    let arr8 = |b: &[u8]| {
+        let mut a = [0u8; 8];
+        a[..b.len()].copy_from_slice(b);
+        a
+    };
+    Ok(match dtype {
+        DType::Bool => RetValue::Bool(bytes[0] != 0),
+        DType::F64 => RetValue::Float(f64::from_le_bytes(arr8(&bytes))),
+        DType::F32 => RetValue::Float(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64),
+        DType::F16 => RetValue::Float(f16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]])) as f64),
+        DType::BF16 => RetValue::Float(f32::from_bits((u16::from_le_bytes([bytes[0], bytes[1]]) as u32) << 16) as f64),
+        DType::I64 => RetValue::Int(i64::from_le_bytes(arr8(&bytes))),
+        DType::I32 => RetValue::Int(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64),
+        DType::I16 => RetValue::Int(i16::from_le_bytes([bytes[0], bytes[1]]) as i64),
+        DType::I8 => RetValue::Int(bytes[0] as i8 as i64),
+        DType::U8 => RetValue::Int(bytes[0] as i64),
+        DType::U32 => RetValue::Int(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64),
+        DType::U64 => RetValue::Int(u64::from_le_bytes(arr8(&bytes)) as i64),
+    })
+}
+
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) as u32) << 31;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = if exp == 0 {
+        if man == 0 {
+            sign
+        } else {
+            let mut e = 127 - 15 + 1;
+            let mut m = man;
+            while m & 0x400 == 0 {
+                m <<= 1;
+                e -= 1;
+            }
+            sign | ((e as u32) << 23) | ((m & 0x3ff) << 13)
+        }
+    } else if exp == 0x1f {
+        sign | 0x7f800000 | (man << 13)
+    } else {
+        sign | ((exp + 127 - 15) << 23) | (man << 13)
+    };
+    f32::from_bits(bits)
+}

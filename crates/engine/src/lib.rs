@@ -1,0 +1,23 @@
+//! The eager engine behind the `tpu` device.
+//!
+//! C++ hands every op over as plain data (`ffi`); `dispatch` turns it into a
+//! call: read the tensors' storage views, lower the op through the lowering
+//! table, compile once per (op, shapes, dtypes, static attributes) in
+//! `cache`, execute on the PJRT device and write results back into storages.
+//! The host waits only when a value is needed (`transfer`, `sync`).
+pub mod cache;
+pub mod call;
+pub mod dispatch;
+pub mod error;
+pub mod ffi;
+pub mod metrics;
+pub mod mode;
+pub mod program;
+pub mod runtime;
+pub mod scalars;
+pub mod storage;
+pub mod sync;
+pub mod transfer;
+
+pub use error::{EngineError, Result};
+pub use runtime::{engine, Engine};

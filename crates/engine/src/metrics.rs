@@ -1,0 +1,39 @@
+//! Counters that make compiles, cache hits, executions, host syncs and
+//! fallbacks visible (`torch_tpu_rs.metrics()`).
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct Metrics {
+    pub compiles: AtomicU64,
+    pub compile_nanos: AtomicU64,
+    pub cache_hits_memory: AtomicU64,
+    pub executions: AtomicU64,
+    pub host_syncs: AtomicU64,
+    pub fallbacks: Mutex<BTreeMap<String, u64>>,
+    pub recompile_reasons: Mutex<BTreeMap<String, u64>>,
+    pub sync_sources: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Metrics {
+    pub fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) -> u64 {
+        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+        let e = m.entry(key.to_string()).or_insert(0);
+        *e += 1;
+        *e
+    }
+    pub fn host_sync(&self, source: &str) {
+        Self::inc(&self.host_syncs);
+        Self::bump(&self.sync_sources, source);
+    }
+    pub fn snapshot_map(map: &Mutex<BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+        map.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,50 @@
+//! Eager modes. Strict (default): ops are enqueued and the host waits only
+//! for values. Debug (TPU_LAUNCH_BLOCKING=1): every op completes and is
+//! checked before the next one starts, so errors name the failing op.
+use std::sync::atomic::{AtomicU8, Ordering};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Strict = 0,
+    Debug = 1,
+}
+
+static MODE: AtomicU8 = AtomicU8::new(255);
+
+fn from_env() -> Mode {
+    match std::env::var("TPU_LAUNCH_BLOCKING").as_deref() {
+        Ok("1") | Ok("true") | Ok("TRUE") | Ok("True") => Mode::Debug,
+        _ => Mode::Strict,
+    }
+}
+
+pub fn current() -> Mode {
+    match MODE.load(Ordering::Relaxed) {
+        0 => Mode::Strict,
+        1 => Mode::Debug,
+        _ => {
+            let m = from_env();
+            MODE.store(m as u8, Ordering::Relaxed);
+            m
+        }
+    }
+}
+
+pub fn set(m: Mode) {
+    MODE.store(m as u8, Ordering::Relaxed);
+}
+
+pub fn parse(name: &str) -> Option<Mode> {
+    match name {
+        "strict" => Some(Mode::Strict),
+        "debug" => Some(Mode::Debug),
+        _ => None,
+    }
+}
+
+pub fn name(m: Mode) -> &'static str {
+    match m {
+        Mode::Strict => "strict",
+        Mode::Debug => "debug",
+    }
+}

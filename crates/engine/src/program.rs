@@ -1,0 +1,513 @@
+//! Turning one op call into a StableHLO program.
+//!
+//! The program takes each distinct storage the call touches as a 1-D buffer,
+//! reads every tensor view out of it, runs the op's lowering, and returns new
+//! tensors as 1-D buffers and updated storages whole. `signature` captures
+//! everything the program depends on (shapes, dtypes, layouts, static
+//! attributes, which storages alias) and nothing else, so it is the cache key.
+use std::collections::HashMap;
+
+use lowering::views::{read_view, storage_as, write_view, ViewSpec};
+use lowering::{Arg, Args, ErrorKind, Lower, ScalarArg, TensorArg};
+use stablehlo::{Builder, DType, TensorType, Value};
+
+use crate::call::{Call, CallValue, TensorRef, RET_LIST, RET_NUMBER, RET_TENSOR};
+use crate::error::{EngineError, Result};
+use crate::storage::Storage;
+
+/// Where each program input comes from at execution time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The buffer of distinct storage `slot` (1-D of `dtype`, `n` elements).
+    Slot { slot: usize, dtype: DType, n: i64 },
+    /// The storage offset (i64) of the `k`-th tensor view of the call.
+    Offset { view: usize },
+    /// The runtime value of the scalar argument at `arg`.
+    Scalar { arg: usize, dtype: DType },
+    /// A CPU tensor argument uploaded as is.
+    Host { arg: usize },
+    /// (seed, offset) of the op's generator; `count` values are drawn.
+    Rng { count: u64 },
+}
+
+/// What each program output is.
+#[derive(Clone, Debug)]
+pub enum Output {
+    /// A fresh tensor: 1-D buffer of `dtype`, viewed with `shape`.
+    New { dtype: DType, shape: Vec<i64> },
+    /// The new contents of storage `slot`, now of `dtype`.
+    Slot { slot: usize, dtype: DType },
+    /// A rank-0 number to return to Python (a host sync).
+    Number { dtype: DType },
+    /// A rank-0 flag that is true when the input was bad; the message says why.
+    Check { message: String },
+}
+
+/// How each schema return is produced from the outputs.
+#[derive(Clone, Debug)]
+pub enum Ret {
+    New(usize),
+    NewList(Vec<usize>),
+    Alias(usize),
+    /// An out= argument whose shape differs: resize it, copy output in.
+    ResizeCopy { arg: usize, output: usize },
+    Number(usize),
+    None,
+}
+
+/// A compiled op program plus how to feed it and use its results.
+pub struct Program {
+    pub text: String,
+    pub inputs: Vec<Input>,
+    pub outputs: Vec<Output>,
+    pub rets: Vec<Ret>,
+}
+
+/// The distinct storages of a call, in first-use order, with each tensor
+/// view's slot. Views are numbered in argument order (lists flattened).
+pub struct Slots<'a> {
+    pub storages: Vec<&'a Storage>,
+    pub views: Vec<(usize, TensorRef<'a>, u8 /*write*/, usize /*arg*/)>,
+}
+
+pub fn collect_slots<'a>(call: &Call<'a>) -> Slots<'a> {
+    let mut storages: Vec<&'a Storage> = Vec::new();
+    let mut views = Vec::new();
+    let mut slot_of = |s: &'a Storage, storages: &mut Vec<&'a Storage>| -> usize {
+        match storages.iter().position(|x| std::ptr::eq(*x, s)) {
+            Some(i) => i,
+            None => {
+                storages.push(s);
+                storages.len() - 1
+            }
+        }
+    };
+    for (ai, a) in call.args.iter().enumerate() {
+        match &a.value {
+            CallValue::Tensor(t) => {
+                let slot = slot_of(t.storage, &mut storages);
+                views.push((slot, t.clone(), a.write, ai));
+            }
+            CallValue::TensorList(ts) => {
+                for t in ts.iter().flatten() {
+                    let slot = slot_of(t.storage, &mut storages);
+                    views.push((slot, t.clone(), a.write, ai));
+                }
+            }
+            _ => {}
+        }
+    }
+    Slots { storages, views }
+}
+
+fn dtype_code(d: DType) -> i64 {
+    lowering::dtypes::to_torch(d) as i64
+}
+
+/// The state a storage will be read in: its buffer's dtype and length, or
+/// (never written) zeros of the reading view's dtype.
+pub fn slot_layout(storage: &Storage, reader: DType) -> (DType, i64) {
+    let st = storage.state();
+    let dtype = if st.buffer.is_some() { st.dtype } else { reader };
+    (dtype, (storage.nbytes / dtype.size_bytes()) as i64)
+}
+
+/// Whether the program must read the storage's current contents: some view
+/// of it is read, or written only in part.
+fn slot_is_read(slots: &Slots, slot: usize) -> bool {
+    slots.views.iter().any(|(s, t, w, _)| *s == slot && (*w != 2 || !t.is_whole()))
+}
+
+/// The cache key of a call: everything the program depends on.
+pub fn signature(call: &Call, slots: &Slots, static_scalars: bool, device: i32) -> Vec<i64> {
+    let mut sig: Vec<i64> = Vec::with_capacity(32);
+    sig.push(device as i64);
+    for (slot, storage) in slots.storages.iter().enumerate() {
+        let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
+        let (dt, n) = slot_layout(storage, reader);
+        sig.extend([-1, dtype_code(dt), n, slot_is_read(slots, slot) as i64]);
+    }
+    let mut vi = 0;
+    for a in &call.args {
+        sig.push(a.write as i64);
+        match &a.value {
+            CallValue::None => sig.push(0),
+            CallValue::Tensor(_) => {
+                push_view(&mut sig, slots, vi);
+                vi += 1;
+            }
+            CallValue::TensorList(ts) => {
+                sig.extend([2, ts.len() as i64]);
+                for t in ts {
+                    if t.is_some() {
+                        push_view(&mut sig, slots, vi);
+                        vi += 1;
+                    } else {
+                        sig.push(-2);
+                    }
+                }
+            }
+            CallValue::HostTensor { dtype, sizes, .. } => {
+                sig.extend([3, dtype_code(*dtype), sizes.len() as i64]);
+                sig.extend(sizes);
+            }
+            CallValue::Scalar { dtype, f, i, from_tensor } => {
+                sig.extend([4, dtype_code(*dtype), *from_tensor as i64]);
+                if static_scalars {
+                    sig.push(if dtype.is_float() { f.to_bits() as i64 } else { *i });
+                }
+            }
+            CallValue::Int(v) => sig.extend([5, *v]),
+            CallValue::Float(v) => sig.extend([6, v.to_bits() as i64]),
+            CallValue::Bool(v) => sig.extend([7, *v as i64]),
+            CallValue::IntList(v) => {
+                sig.extend([8, v.len() as i64]);
+                sig.extend(v);
+            }
+            CallValue::FloatList(v) => {
+                sig.extend([9, v.len() as i64]);
+                sig.extend(v.iter().map(|x| x.to_bits() as i64));
+            }
+            CallValue::BoolList(v) => {
+                sig.extend([10, v.len() as i64]);
+                sig.extend(v.iter().map(|x| *x as i64));
+            }
+            CallValue::Str(s) => {
+                sig.extend([11, s.len() as i64]);
+                sig.extend(s.bytes().map(|b| b as i64));
+            }
+            CallValue::Generator(_) => sig.push(12),
+            CallValue::Device(d) => sig.extend([13, *d]),
+            CallValue::Other(_) => sig.push(14),
+        }
+    }
+    sig
+}
+
+fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
+    let (slot, t, _, _) = &slots.views[vi];
+    sig.extend([1, *slot as i64, dtype_code(t.dtype), t.wrapped as i64, t.is_whole() as i64, t.sizes.len() as i64]);
+    sig.extend(&t.sizes);
+    sig.extend(&t.strides);
+}
+
+/// Builds the program of a call (on a cache miss).
+pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry) -> Result<Program> {
+    let mut b = Builder::new();
+    let mut inputs = Vec::new();
+
+    // Storages, typed per reading dtype on demand.
+    let mut slot_args: Vec<Option<(Value, DType)>> = Vec::new();
+    for (slot, storage) in slots.storages.iter().enumerate() {
+        if slot_is_read(slots, slot) {
+            let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
+            let (dtype, n) = slot_layout(storage, reader);
+            let v = b.arg(TensorType::new(dtype, [n]));
+            inputs.push(Input::Slot { slot, dtype, n });
+            slot_args.push(Some((v, dtype)));
+        } else {
+            slot_args.push(None);
+        }
+    }
+    let mut typed: HashMap<(usize, DType), Value> = HashMap::new();
+
+    // Views: an offset input where the view is not its whole storage.
+    let mut view_offsets: Vec<Option<Value>> = Vec::new();
+    let mut view_values: Vec<Option<Value>> = Vec::new();
+    for (vi, (slot, t, write, _)) in slots.views.iter().enumerate() {
+        let offset = if t.is_whole() {
+            None
+        } else {
+            inputs.push(Input::Offset { view: vi });
+            Some(b.arg(TensorType::scalar(DType::I64)))
+        };
+        view_offsets.push(offset);
+        if *write == 2 {
+            view_values.push(None);
+            continue;
+        }
+        let storage = typed_slot(&mut b, &slot_args, &mut typed, *slot, t.dtype)?;
+        let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
+        view_values.push(Some(read_view(&mut b, storage, &spec, offset)?));
+    }
+
+    // Lowering arguments.
+    let mut largs = Args { op: call.op.to_string(), items: Vec::with_capacity(call.args.len()) };
+    let mut vi = 0;
+    for (ai, a) in call.args.iter().enumerate() {
+        let item = match &a.value {
+            CallValue::None => Arg::None,
+            CallValue::Tensor(t) => {
+                let v = view_values[vi];
+                vi += 1;
+                match v {
+                    Some(value) => Arg::Tensor(TensorArg {
+                        value,
+                        dtype: t.dtype,
+                        shape: t.sizes.clone(),
+                        wrapped_number: t.wrapped,
+                    }),
+                    None => Arg::None,
+                }
+            }
+            CallValue::TensorList(ts) => {
+                let mut list = Vec::with_capacity(ts.len());
+                for t in ts {
+                    match t {
+                        Some(t) => {
+                            let v = view_values[vi];
+                            vi += 1;
+                            list.push(v.map(|value| TensorArg {
+                                value,
+                                dtype: t.dtype,
+                                shape: t.sizes.clone(),
+                                wrapped_number: t.wrapped,
+                            }));
+                        }
+                        None => list.push(None),
+                    }
+                }
+                if a.write == 2 {
+                    Arg::None
+                } else {
+                    Arg::TensorList(list)
+                }
+            }
+            CallValue::HostTensor { dtype, sizes, .. } => {
+                inputs.push(Input::Host { arg: ai });
+                let value = b.arg(TensorType::new(*dtype, sizes.clone()));
+                Arg::Tensor(TensorArg { value, dtype: *dtype, shape: sizes.clone(), wrapped_number: false })
+            }
+            CallValue::Scalar { dtype, f, i, from_tensor } => {
+                inputs.push(Input::Scalar { arg: ai, dtype: *dtype });
+                let value = b.arg(TensorType::scalar(*dtype));
+                Arg::Scalar(ScalarArg {
+                    value,
+                    dtype: *dtype,
+                    from_tensor: *from_tensor,
+                    literal: if dtype.is_float() { *f } else { *i as f64 },
+                })
+            }
+            CallValue::Int(v) => Arg::Int(*v),
+            CallValue::Float(v) => Arg::Float(*v),
+            CallValue::Bool(v) => Arg::Bool(*v),
+            CallValue::IntList(v) => Arg::IntList(v.clone()),
+            CallValue::FloatList(v) => Arg::FloatList(v.clone()),
+            CallValue::BoolList(v) => Arg::BoolList(v.clone()),
+            CallValue::Str(s) => Arg::Str(s.clone()),
+            CallValue::Generator(_) => Arg::Generator,
+            CallValue::Device(d) => Arg::Device(*d),
+            CallValue::Other(s) => Arg::Other(s.clone()),
+        };
+        largs.items.push(item);
+    }
+
+    let mut lx = Lower::new(&mut b, call.op);
+    let values = (entry.lower)(&mut lx, &largs)?;
+    let checks = std::mem::take(&mut lx.checks);
+    let list_len = lx.list_len;
+    if let Some((_, count)) = lx.rng {
+        inputs.push(Input::Rng { count });
+    }
+    drop(lx);
+
+    // Map values onto returns and written arguments.
+    let mut outputs: Vec<Output> = Vec::new();
+    let mut results: Vec<Value> = Vec::new();
+    let mut rets = Vec::new();
+    let mut current: HashMap<usize, (Value, DType)> = HashMap::new();
+    let mut next = 0usize;
+    let mut take = |op: &str| -> Result<Value> {
+        let v = values.get(next).copied().ok_or_else(|| {
+            EngineError::runtime(format!("{op}: the lowering produced too few results (internal error)"))
+        })?;
+        next += 1;
+        Ok(v)
+    };
+    let mut aliased = vec![false; call.args.len()];
+    for (r, &alias) in call.ret_alias.iter().enumerate() {
+        if alias >= 0 {
+            aliased[alias as usize] = true;
+        }
+        let kind = call.ret_kind.get(r).copied().unwrap_or(0);
+        if alias >= 0 {
+            let arg = alias as usize;
+            let v = take(call.op)?;
+            let ret = write_arg(&mut b, call, slots, arg, &[v], &view_offsets, &slot_args, &mut typed, &mut current, &mut outputs, &mut results)?;
+            rets.push(ret);
+        } else if kind == RET_NUMBER {
+            let v = take(call.op)?;
+            outputs.push(Output::Number { dtype: b.ty(v).dtype });
+            results.push(v);
+            rets.push(Ret::Number(outputs.len() - 1));
+        } else if kind == RET_LIST {
+            let n = list_len.unwrap_or(values.len().saturating_sub(call.ret_alias.len() - 1));
+            let mut idx = Vec::with_capacity(n);
+            for _ in 0..n {
+                let v = take(call.op)?;
+                idx.push(push_new(&mut b, v, &mut outputs, &mut results)?);
+            }
+            rets.push(Ret::NewList(idx));
+        } else if kind == RET_TENSOR {
+            let v = take(call.op)?;
+            rets.push(Ret::New(push_new(&mut b, v, &mut outputs, &mut results)?));
+        } else {
+            rets.push(Ret::None);
+        }
+    }
+    // Written arguments no return stands for (void in-place ops, running stats).
+    for (ai, a) in call.args.iter().enumerate() {
+        if a.write == 0 || aliased[ai] {
+            continue;
+        }
+        let n = match &a.value {
+            CallValue::Tensor(_) => 1,
+            CallValue::TensorList(ts) => ts.iter().flatten().count(),
+            _ => 0,
+        };
+        if n == 0 {
+            continue;
+        }
+        let mut vs = Vec::with_capacity(n);
+        for _ in 0..n {
+            vs.push(take(call.op)?);
+        }
+        write_arg(&mut b, call, slots, ai, &vs, &view_offsets, &slot_args, &mut typed, &mut current, &mut outputs, &mut results)?;
+    }
+    // Updated storages come out whole.
+    let mut written: Vec<_> = current.into_iter().collect();
+    written.sort_by_key(|(slot, _)| *slot);
+    for (slot, (v, dtype)) in written {
+        outputs.push(Output::Slot { slot, dtype });
+        results.push(v);
+    }
+    for (flag, message) in checks {
+        outputs.push(Output::Check { message });
+        results.push(flag);
+    }
+    let text = b.finish(&results);
+    Ok(Program { text, inputs, outputs, rets })
+}
+
+fn push_new(b: &mut Builder, v: Value, outputs: &mut Vec<Output>, results: &mut Vec<Value>) -> Result<usize> {
+    let ty = b.ty(v).clone();
+    let flat = b.reshape(v, &[ty.numel()])?;
+    outputs.push(Output::New { dtype: ty.dtype, shape: ty.shape });
+    results.push(flat);
+    Ok(outputs.len() - 1)
+}
+
+fn typed_slot(
+    b: &mut Builder,
+    slot_args: &[Option<(Value, DType)>],
+    typed: &mut HashMap<(usize, DType), Value>,
+    slot: usize,
+    dtype: DType,
+) -> Result<Value> {
+    if let Some(v) = typed.get(&(slot, dtype)) {
+        return Ok(*v);
+    }
+    let (arg, from) = slot_args[slot]
+        .ok_or_else(|| EngineError::runtime("internal error: a storage that is read was not made an input"))?;
+    let v = storage_as(b, arg, from, dtype)?;
+    typed.insert((slot, dtype), v);
+    Ok(v)
+}
+
+/// Writes `values` into the written tensor (or tensor list) argument `arg`.
+#[allow(clippy::too_many_arguments)]
+fn write_arg(
+    b: &mut Builder,
+    call: &Call,
+    slots: &Slots,
+    arg: usize,
+    values: &[Value],
+    view_offsets: &[Option<Value>],
+    slot_args: &[Option<(Value, DType)>],
+    typed: &mut HashMap<(usize, DType), Value>,
+    current: &mut HashMap<usize, (Value, DType)>,
+    outputs: &mut Vec<Output>,
+    results: &mut Vec<Value>,
+) -> Result<Ret> {
+    let targets: Vec<usize> = (0..slots.views.len()).filter(|&vi| slots.views[vi].3 == arg).collect();
+    if targets.len() != values.len() {
+        return Err(EngineError::runtime(format!(
+            "{}: the lowering produced {} values for {} written tensors (internal error)",
+            call.op,
+            values.len(),
+            targets.len()
+        )));
+    }
+    for (&vi, &value) in targets.iter().zip(values) {
+        let (slot, t, write, _) = &slots.views[vi];
+        let vty = b.ty(value).clone();
+        if !lowering::promote::can_cast(vty.dtype, t.dtype) {
+            return Err(EngineError::new(
+                ErrorKind::Runtime,
+                format!(
+                    "{}: result type {} can't be cast to the desired output type {}",
+                    call.op,
+                    short_name(vty.dtype),
+                    short_name(t.dtype)
+                ),
+            ));
+        }
+        if vty.shape != t.sizes {
+            if *write == 2 && targets.len() == 1 {
+                let cast = if vty.dtype != t.dtype { b.convert(value, t.dtype)? } else { value };
+                let output = push_new(b, cast, outputs, results)?;
+                return Ok(Ret::ResizeCopy { arg, output });
+            }
+            return Err(EngineError::new(
+                ErrorKind::Runtime,
+                format!(
+                    "{}: output with shape {:?} doesn't match the broadcast shape {:?}",
+                    call.op, t.sizes, vty.shape
+                ),
+            ));
+        }
+        let value = if vty.dtype != t.dtype {
+            if t.dtype == DType::Bool {
+                let zero = b.splat(vty.dtype, 0.0, &vty.shape)?;
+                b.compare(value, zero, stablehlo::CompareDir::Ne)?
+            } else {
+                b.convert(value, t.dtype)?
+            }
+        } else {
+            value
+        };
+        let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
+        let new_storage = if t.is_whole() {
+            b.reshape(value, &[t.numel()])?
+        } else {
+            let base = match current.get(slot) {
+                Some((v, d)) if *d == t.dtype => *v,
+                Some((v, d)) => storage_as(b, *v, *d, t.dtype)?,
+                None => typed_slot(b, slot_args, typed, *slot, t.dtype)?,
+            };
+            write_view(b, base, &spec, view_offsets[vi], value)?
+        };
+        current.insert(*slot, (new_storage, t.dtype));
+    }
+    Ok(Ret::Alias(arg))
+}
+
+fn short_name(d: DType) -> String {
+    let n = lowering::dtypes::name(d);
+    let n = n.trim_start_matches("torch.");
+    // torch prints ScalarType names here: Float, Long, ...
+    match n {
+        "float32" => "Float",
+        "float64" => "Double",
+        "float16" => "Half",
+        "bfloat16" => "BFloat16",
+        "int64" => "Long",
+        "int32" => "Int",
+        "int16" => "Short",
+        "int8" => "Char",
+        "uint8" => "Byte",
+        "bool" => "Bool",
+        other => other,
+    }
+    .to_string()
+}

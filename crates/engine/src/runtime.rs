@@ -1,0 +1,83 @@
+//! The process-wide engine: the PJRT plugin, its client and devices, the
+//! compilation cache and the metrics. Created on first use.
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use crate::cache::Cache;
+use crate::error::{EngineError, Result};
+use crate::metrics::Metrics;
+use crate::sync::PendingChecks;
+
+pub struct Engine {
+    pub client: Arc<pjrt::Client>,
+    pub devices: Vec<pjrt::Device>,
+    pub plugin_path: PathBuf,
+    pub cache: Cache,
+    pub metrics: Metrics,
+    pub checks: PendingChecks,
+}
+
+static ENGINE: OnceLock<std::result::Result<Engine, String>> = OnceLock::new();
+
+/// The plugin to load: $TORCH_TPU_PJRT_PLUGIN, else the pinned XLA CPU
+/// plugin installed beside the package.
+pub fn plugin_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TORCH_TPU_PJRT_PLUGIN") {
+        if !p.is_empty() {
+            return Some(PathBuf::from(p));
+        }
+    }
+    pjrt::default_plugin_path()
+}
+
+fn start() -> std::result::Result<Engine, String> {
+    let path = plugin_path().ok_or_else(|| {
+        "torch_tpu_rs: no PJRT plugin found. Set TORCH_TPU_PJRT_PLUGIN to a PJRT plugin .so \
+         (the XLA CPU plugin is installed by the setup script)"
+            .to_string()
+    })?;
+    let api = pjrt::Api::load(&path).map_err(|e| format!("torch_tpu_rs: {e}"))?;
+    let client = pjrt::Client::new(api)
+        .map_err(|e| format!("torch_tpu_rs: creating a PJRT client with {} failed: {e}", path.display()))?;
+    let devices = client.addressable_devices();
+    if devices.is_empty() {
+        return Err(format!("torch_tpu_rs: the PJRT plugin {} reports no devices", path.display()));
+    }
+    Ok(Engine {
+        client,
+        devices,
+        plugin_path: path,
+        cache: Cache::default(),
+        metrics: Metrics::default(),
+        checks: PendingChecks::default(),
+    })
+}
+
+/// The engine, started on first use. A failed start is remembered and
+/// reported the same way every time.
+pub fn engine() -> Result<&'static Engine> {
+    match ENGINE.get_or_init(start) {
+        Ok(e) => Ok(e),
+        Err(msg) => Err(EngineError::runtime(msg.clone())),
+    }
+}
+
+/// The engine if it started, without starting it.
+pub fn started() -> Option<&'static Engine> {
+    ENGINE.get().and_then(|r| r.as_ref().ok())
+}
+
+impl Engine {
+    pub fn device(&self, index: i32) -> Result<pjrt::Device> {
+        self.devices.get(index.max(0) as usize).copied().ok_or_else(|| {
+            EngineError::new(
+                lowering::ErrorKind::Value,
+                format!("invalid tpu device index {index}: {} device(s) available", self.devices.len()),
+            )
+        })
+    }
+
+    pub fn platform_name(&self) -> String {
+        self.client.platform_name()
+    }
+}

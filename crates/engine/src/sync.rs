@@ -1,0 +1,59 @@
+//! Host syncs and deferred input checks.
+//!
+//! Some bad input (an out-of-range index) is only visible on the device. The
+//! program computes a flag; in Strict Eager the flag is kept here and read at
+//! the next host sync, which raises IndexError naming the op. Debug Eager
+//! reads it at once.
+use std::sync::{Arc, Mutex};
+
+use crate::error::{EngineError, ErrorKind, Result};
+use crate::runtime::Engine;
+
+#[derive(Default)]
+pub struct PendingChecks {
+    list: Mutex<Vec<(Arc<pjrt::Buffer>, String)>>,
+}
+
+/// Reads one flag; Err with the message when it is set.
+pub fn read_flag(flag: &pjrt::Buffer, message: &str) -> Result<()> {
+    let mut byte = [0u8; 1];
+    flag.to_host(&mut byte)?;
+    if byte[0] != 0 {
+        return Err(EngineError::new(ErrorKind::Index, message.to_string()));
+    }
+    Ok(())
+}
+
+impl PendingChecks {
+    pub fn push(&self, flag: Arc<pjrt::Buffer>, message: String) {
+        self.list.lock().unwrap_or_else(|e| e.into_inner()).push((flag, message));
+    }
+
+    /// Reads every pending flag; the first set one is raised. All are
+    /// cleared either way, so one bad op raises once.
+    pub fn drain(&self) -> Result<()> {
+        let pending = std::mem::take(&mut *self.list.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut first: Option<EngineError> = None;
+        for (flag, message) in pending {
+            if let Err(e) = read_flag(&flag, &message) {
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Waits for all work on the device and raises any deferred error.
+pub fn synchronize(engine: &Engine, source: &str) -> Result<()> {
+    engine.metrics.host_sync(source);
+    engine.checks.drain()?;
+    // Executions complete in order; a tiny transfer of a fresh scalar
+    // buffer would not order against them, so wait on the last outputs.
+    if let Some(last) = crate::dispatch::last_output() {
+        last.ready()?;
+    }
+    Ok(())
+}

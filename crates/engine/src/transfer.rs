@@ -1,0 +1,124 @@
+//! Host<->device copies of tensor views. Uploads and downloads of whole
+//! dense storages move bytes directly; other views go through a small
+//! program (cached like any op) that reads or writes the view.
+use std::sync::Arc;
+
+use stablehlo::DType;
+
+use crate::call::{Call, CallArg, CallValue, TensorRef, RET_TENSOR};
+use crate::dispatch::{run, RetValue};
+use crate::error::{EngineError, Result};
+use crate::runtime::engine;
+use crate::storage::Storage;
+
+pub fn element_type(d: DType) -> pjrt::ElementType {
+    use pjrt::ElementType as E;
+    match d {
+        DType::Bool => E::Pred,
+        DType::U8 => E::U8,
+        DType::U32 => E::U32,
+        DType::U64 => E::U64,
+        DType::I8 => E::S8,
+        DType::I16 => E::S16,
+        DType::I32 => E::S32,
+        DType::I64 => E::S64,
+        DType::F16 => E::F16,
+        DType::BF16 => E::BF16,
+        DType::F32 => E::F32,
+        DType::F64 => E::F64,
+    }
+}
+
+/// Copies contiguous host bytes (dst's dtype and sizes) into the view `dst`.
+pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
+    let engine = engine()?;
+    let numel = dst.numel();
+    let need = numel as usize * dst.dtype.size_bytes();
+    if bytes.len() != need {
+        return Err(EngineError::runtime(format!(
+            "upload of {} bytes into a tpu view of shape {:?} ({}) that needs {need}",
+            bytes.len(),
+            dst.sizes,
+            lowering::dtypes::name(dst.dtype)
+        )));
+    }
+    let device = engine.device(dst.storage.device)?;
+    let buffer = Arc::new(engine.client.buffer_from_host(bytes, element_type(dst.dtype), &[numel], device)?);
+    if dst.is_whole() {
+        dst.storage.set(buffer, dst.dtype);
+        return Ok(());
+    }
+    // Partial view: write through copy_ from a temporary storage.
+    let tmp = Storage::with_buffer(buffer, dst.dtype, need, dst.storage.device);
+    let src = TensorRef {
+        storage: &tmp,
+        dtype: dst.dtype,
+        sizes: dst.sizes.clone(),
+        strides: contiguous_strides(&dst.sizes),
+        offset: 0,
+        wrapped: false,
+    };
+    let call = Call {
+        op: "aten::copy_",
+        args: vec![
+            CallArg { value: CallValue::Tensor(dst.clone()), write: 1 },
+            CallArg { value: CallValue::Tensor(src), write: 0 },
+        ],
+        ret_alias: vec![0],
+        ret_kind: vec![RET_TENSOR],
+    };
+    run(&call)?;
+    Ok(())
+}
+
+/// Copies the view `src` into contiguous host bytes. A host sync.
+pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
+    let engine = engine()?;
+    engine.metrics.host_sync("tensor read (.cpu(), .item(), print)");
+    engine.checks.drain()?;
+    let need = src.numel() as usize * src.dtype.size_bytes();
+    if out.len() != need {
+        return Err(EngineError::runtime(format!(
+            "download of a tpu view of shape {:?} needs {need} bytes, got a buffer of {}",
+            src.sizes,
+            out.len()
+        )));
+    }
+    if need == 0 {
+        return Ok(());
+    }
+    let st = src.storage.state();
+    if let (true, Some(buffer)) = (src.is_whole() && st.dtype == src.dtype, st.buffer.as_ref()) {
+        buffer.to_host(out)?;
+        return Ok(());
+    }
+    // Materialize the view densely first.
+    let call = Call {
+        op: "aten::clone",
+        args: vec![CallArg { value: CallValue::Tensor(src.clone()), write: 0 }, CallArg { value: CallValue::None, write: 0 }],
+        ret_alias: vec![-1],
+        ret_kind: vec![RET_TENSOR],
+    };
+    let rets = run(&call)?;
+    match rets.into_iter().next() {
+        Some(RetValue::Tensor(t)) => {
+            let storage = unsafe { Storage::from_handle(t.storage) };
+            let buffer = storage.state().buffer;
+            let result = match buffer {
+                Some(b) => b.to_host(out).map_err(EngineError::from),
+                None => Err(EngineError::runtime("internal error: clone produced no buffer")),
+            };
+            unsafe { Storage::release(t.storage) };
+            result
+        }
+        _ => Err(EngineError::runtime("internal error: clone returned no tensor")),
+    }
+}
+
+pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1; sizes.len()];
+    for d in (0..sizes.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * sizes[d + 1].max(1);
+    }
+    strides
+}

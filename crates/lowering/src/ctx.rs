@@ -1,0 +1,90 @@
+//! `Lower`: what a lowering builds with. It wraps the program builder and
+//! collects the side products the engine needs: deferred index checks and
+//! the random-number state.
+use stablehlo::{Builder, DType, TensorType, Value};
+
+use crate::error::Result;
+
+pub struct Lower<'a> {
+    pub b: &'a mut Builder,
+    /// The full op name, e.g. "aten::add.Tensor", for error messages.
+    pub op: &'a str,
+    /// Scalar i1 values that are true when the op got bad input (e.g. an
+    /// index out of range), each with the message to raise.
+    pub checks: Vec<(Value, String)>,
+    /// The u64[2] random state argument and how many values were drawn.
+    pub rng: Option<(Value, u64)>,
+    /// For ops returning a Tensor[]: how many of the values form the list.
+    pub list_len: Option<usize>,
+}
+
+impl<'a> Lower<'a> {
+    pub fn new(b: &'a mut Builder, op: &'a str) -> Self {
+        Lower { b, op, checks: Vec::new(), rng: None, list_len: None }
+    }
+
+    /// Records a deferred check: `bad` (a rank-0 i1 value) true raises
+    /// IndexError with `message` at the next host sync (at once in Debug Eager).
+    pub fn check(&mut self, bad: Value, message: String) {
+        self.checks.push((bad, message));
+    }
+
+    /// The random state for this op, reserving `count` values of the stream.
+    /// The engine fills it with (seed, offset) from the op's generator.
+    pub fn rng_state(&mut self, count: u64) -> Value {
+        match &mut self.rng {
+            Some((v, n)) => {
+                *n += count;
+                *v
+            }
+            None => {
+                let v = self.b.arg(TensorType::new(DType::U64, [2]));
+                self.rng = Some((v, count));
+                v
+            }
+        }
+    }
+
+    pub fn dtype(&self, v: Value) -> DType {
+        self.b.ty(v).dtype
+    }
+
+    pub fn shape(&self, v: Value) -> Vec<i64> {
+        self.b.ty(v).shape.clone()
+    }
+
+    /// Converts to `dtype`, or returns `v` when it already has it.
+    pub fn cast(&mut self, v: Value, dtype: DType) -> Result<Value> {
+        if self.dtype(v) == dtype {
+            return Ok(v);
+        }
+        if dtype == DType::Bool {
+            // torch: nonzero is true (a plain convert would too, but be explicit).
+            let src = self.dtype(v);
+            let zero = self.b.constant_f64(src, 0.0);
+            let shape = self.shape(v);
+            let zero = self.b.broadcast_in_dim(zero, &shape, &[])?;
+            return Ok(self.b.compare(v, zero, stablehlo::CompareDir::Ne)?);
+        }
+        Ok(self.b.convert(v, dtype)?)
+    }
+
+    /// Broadcasts `v` (numpy rules) to `shape`.
+    pub fn expand(&mut self, v: Value, shape: &[i64]) -> Result<Value> {
+        if self.b.ty(v).shape == shape {
+            return Ok(v);
+        }
+        Ok(self.b.broadcast_to(v, shape)?)
+    }
+
+    /// A constant of `dtype` filled with `x`, of `shape`.
+    pub fn full(&mut self, dtype: DType, x: f64, shape: &[i64]) -> Result<Value> {
+        Ok(self.b.splat(dtype, x, shape)?)
+    }
+
+    /// A constant with the dtype and shape of `like`.
+    pub fn full_like(&mut self, like: Value, x: f64) -> Result<Value> {
+        let ty = self.b.ty(like).clone();
+        self.full(ty.dtype, x, &ty.shape)
+    }
+}

@@ -1,0 +1,83 @@
+//! The lowering table: op name → lowering function, built once from the
+//! per-family lists in `ops/`.
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use stablehlo::Value;
+
+use crate::args::Args;
+use crate::ctx::Lower;
+use crate::error::Result;
+
+pub type LowerFn = fn(&mut Lower, &Args) -> Result<Vec<Value>>;
+
+/// One row of the table.
+pub struct OpEntry {
+    /// "add" (every overload and the in-place/out variants), or a full
+    /// "add.Tensor" when overloads need different lowerings.
+    pub name: &'static str,
+    pub lower: LowerFn,
+    /// The lowering reads Scalar arguments' values (e.g. arange's bounds),
+    /// so they become part of the cache key instead of runtime inputs.
+    pub static_scalars: bool,
+}
+
+/// A row of the table: `op!("relu", relu)` or `op!("arange", arange, static)`.
+#[macro_export]
+macro_rules! op {
+    ($name:expr, $f:expr) => {
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false }
+    };
+    ($name:expr, $f:expr, static) => {
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: true }
+    };
+}
+
+fn table() -> &'static HashMap<&'static str, &'static OpEntry> {
+    static TABLE: OnceLock<HashMap<&'static str, &'static OpEntry>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut m = HashMap::new();
+        for family in crate::ops::FAMILIES {
+            for entry in family.iter() {
+                m.insert(entry.name, entry);
+            }
+        }
+        m
+    })
+}
+
+/// Finds the lowering of "aten::name.overload": first by "name.overload",
+/// then by "name", then with an in-place trailing underscore removed.
+pub fn lookup(full_name: &str) -> Option<&'static OpEntry> {
+    let name = full_name.strip_prefix("aten::").unwrap_or(full_name);
+    let t = table();
+    if let Some(e) = t.get(name) {
+        return Some(e);
+    }
+    let base = name.split('.').next().unwrap_or(name);
+    if let Some(e) = t.get(base) {
+        return Some(e);
+    }
+    let overload = name.split_once('.').map(|(_, o)| o);
+    let functional = base.strip_suffix('_').filter(|b| !b.ends_with('_'))?;
+    if let Some(o) = overload {
+        if let Some(e) = t.get(format!("{functional}.{o}").as_str()) {
+            return Some(e);
+        }
+    }
+    t.get(functional).copied()
+}
+
+/// Every op name in the table, sorted (for docs and coverage reports).
+pub fn names() -> Vec<&'static str> {
+    let mut v: Vec<_> = table().keys().copied().collect();
+    v.sort();
+    v
+}
+
+/// Whether an op name is in-place by PyTorch's naming convention.
+pub fn is_inplace(full_name: &str) -> bool {
+    let name = full_name.strip_prefix("aten::").unwrap_or(full_name);
+    let base = name.split('.').next().unwrap_or(name);
+    base.ends_with('_') && !base.ends_with("__")
+}

@@ -1,0 +1,204 @@
+//! `torch_tpu_rs._C`: the Python extension module. It links the C++
+//! dispatcher glue (registered with PyTorch when the module loads) and the
+//! Rust engine, and exposes the engine's controls to Python.
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use engine::metrics::Metrics;
+use engine::mode;
+
+extern "C" {
+    fn tpu_glue_generator_next(generator: *mut c_void, device: i32, increment: u64, seed: *mut u64, offset: *mut u64);
+    fn tpu_glue_manual_seed(device: i32, seed: u64);
+    fn tpu_glue_initial_seed(device: i32) -> u64;
+    fn tpu_glue_get_state(device: i32, seed: *mut u64, offset: *mut u64);
+    fn tpu_glue_set_state(device: i32, seed: u64, offset: u64);
+}
+
+fn check_device(device: i32) -> PyResult<()> {
+    let n = engine::engine().map(|e| e.devices.len()).unwrap_or(0) as i32;
+    if device < 0 || device >= n {
+        return Err(PyValueError::new_err(format!("invalid tpu device index {device}: {n} device(s) available")));
+    }
+    Ok(())
+}
+
+/// Seeds the default generator of `device`.
+#[pyfunction]
+fn manual_seed(device: i32, seed: u64) -> PyResult<()> {
+    check_device(device)?;
+    unsafe { tpu_glue_manual_seed(device, seed) };
+    Ok(())
+}
+
+#[pyfunction]
+fn initial_seed(device: i32) -> PyResult<u64> {
+    check_device(device)?;
+    Ok(unsafe { tpu_glue_initial_seed(device) })
+}
+
+/// (seed, offset) of the default generator of `device`.
+#[pyfunction]
+fn get_rng_state(device: i32) -> PyResult<(u64, u64)> {
+    check_device(device)?;
+    let (mut s, mut o) = (0, 0);
+    unsafe { tpu_glue_get_state(device, &mut s, &mut o) };
+    Ok((s, o))
+}
+
+#[pyfunction]
+fn set_rng_state(device: i32, seed: u64, offset: u64) -> PyResult<()> {
+    check_device(device)?;
+    unsafe { tpu_glue_set_state(device, seed, offset) };
+    Ok(())
+}
+
+fn generator_next(generator: *mut c_void, device: i32, count: u64) -> (u64, u64) {
+    let (mut seed, mut offset) = (0u64, 0u64);
+    unsafe { tpu_glue_generator_next(generator, device, count, &mut seed, &mut offset) };
+    (seed, offset)
+}
+
+fn engine() -> PyResult<&'static engine::Engine> {
+    engine::engine().map_err(|e| PyRuntimeError::new_err(e.message))
+}
+
+/// Number of devices the PJRT plugin exposes (0 if it cannot start).
+#[pyfunction]
+fn device_count() -> usize {
+    engine::engine().map(|e| e.devices.len()).unwrap_or(0)
+}
+
+/// Why the engine could not start, or None.
+#[pyfunction]
+fn start_error() -> Option<String> {
+    engine::engine().err().map(|e| e.message)
+}
+
+#[pyfunction]
+fn platform_name() -> PyResult<String> {
+    Ok(engine()?.platform_name())
+}
+
+#[pyfunction]
+fn plugin_path() -> PyResult<String> {
+    Ok(engine()?.plugin_path.display().to_string())
+}
+
+#[pyfunction]
+fn synchronize(py: Python<'_>) -> PyResult<()> {
+    let e = engine()?;
+    py.allow_threads(|| engine::sync::synchronize(e, "torch.tpu.synchronize()")).map_err(|err| match err.kind {
+        engine::error::ErrorKind::Index => pyo3::exceptions::PyIndexError::new_err(err.message),
+        _ => PyRuntimeError::new_err(err.message),
+    })
+}
+
+#[pyfunction]
+fn set_eager_mode(name: &str) -> PyResult<()> {
+    match mode::parse(name) {
+        Some(m) => {
+            mode::set(m);
+            Ok(())
+        }
+        None => Err(PyValueError::new_err(format!(
+            "unknown eager mode {name:?}; expected \"strict\" (default, asynchronous) or \"debug\" (synchronous)"
+        ))),
+    }
+}
+
+#[pyfunction]
+fn get_eager_mode() -> &'static str {
+    mode::name(mode::current())
+}
+
+#[pyfunction]
+fn set_cpu_fallback(enabled: bool) {
+    engine::ffi::FALLBACK.store(enabled as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[pyfunction]
+fn cpu_fallback_enabled() -> bool {
+    engine::ffi::fallback_enabled()
+}
+
+#[pyfunction]
+fn memory_stats(device: i32) -> (i64, i64, i64) {
+    engine::storage::MEMORY.get(device)
+}
+
+#[pyfunction]
+fn reset_peak_memory_stats(device: i32) {
+    engine::storage::MEMORY.reset_peak(device)
+}
+
+fn map_to_dict<'py>(py: Python<'py>, m: BTreeMap<String, u64>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// Engine counters (see torch_tpu_rs.metrics()).
+#[pyfunction]
+fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    let Some(e) = engine::runtime::started() else {
+        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "executions", "host_syncs", "graph_flushes"] {
+            d.set_item(k, 0)?;
+        }
+        d.set_item("compile_seconds", 0.0)?;
+        for k in ["fallbacks", "recompile_reasons", "host_sync_sources"] {
+            d.set_item(k, PyDict::new(py))?;
+        }
+        d.set_item("cached_programs", 0)?;
+        return Ok(d);
+    };
+    let m = &e.metrics;
+    d.set_item("compiles", Metrics::get(&m.compiles))?;
+    d.set_item("compile_seconds", Metrics::get(&m.compile_nanos) as f64 * 1e-9)?;
+    d.set_item("cache_hits_memory", Metrics::get(&m.cache_hits_memory))?;
+    d.set_item("cache_hits_disk", 0)?;
+    d.set_item("executions", Metrics::get(&m.executions))?;
+    d.set_item("host_syncs", Metrics::get(&m.host_syncs))?;
+    d.set_item("graph_flushes", 0)?;
+    d.set_item("fallbacks", map_to_dict(py, Metrics::snapshot_map(&m.fallbacks))?)?;
+    d.set_item("recompile_reasons", map_to_dict(py, Metrics::snapshot_map(&m.recompile_reasons))?)?;
+    d.set_item("host_sync_sources", map_to_dict(py, Metrics::snapshot_map(&m.sync_sources))?)?;
+    d.set_item("cached_programs", e.cache.len())?;
+    Ok(d)
+}
+
+/// Names of the ATen ops with a tpu lowering.
+#[pyfunction]
+fn lowered_ops() -> Vec<&'static str> {
+    lowering::table::names()
+}
+
+#[pymodule]
+fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    engine::dispatch::set_generator_hook(generator_next);
+    m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(start_error, m)?)?;
+    m.add_function(wrap_pyfunction!(platform_name, m)?)?;
+    m.add_function(wrap_pyfunction!(plugin_path, m)?)?;
+    m.add_function(wrap_pyfunction!(synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(set_eager_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(get_eager_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(lowered_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(manual_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(initial_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(get_rng_state, m)?)?;
+    m.add_function(wrap_pyfunction!(set_rng_state, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,47 @@
+// The DeviceAllocator for `tpu`: each allocation is an engine storage handle
+// (a PJRT buffer owned by Rust). Statistics come from the engine.
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include "tpu_common.h"
+
+namespace torch_tpu {
+namespace {
+
+struct TpuAllocator final : public c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    auto device = current_device();
+    void* handle = tpu_engine_storage_new(nbytes, device);
+    if (handle == nullptr) check_status(TPU_ERR_RUNTIME);
+    return make_data_ptr(handle, device);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "tpu storages cannot be copied as raw bytes; use Tensor.copy_");
+  }
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    int64_t allocated = 0, peak = 0, count = 0;
+    tpu_engine_memory_stats(device, &allocated, &peak, &count);
+    c10::CachingDeviceAllocator::DeviceStats stats;
+    auto& agg = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    agg.current = allocated;
+    agg.peak = peak;
+    auto& n = stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    n.current = count;
+    return stats;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex) override {}
+  void resetPeakStats(c10::DeviceIndex device) override { tpu_engine_reset_peak(device); }
+};
+
+TpuAllocator g_allocator;
+
+}  // namespace
+
+c10::Allocator* tpu_allocator() { return &g_allocator; }
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+}  // namespace torch_tpu

@@ -1,0 +1,238 @@
+// The boxed kernel every computing op reaches: it flattens the operator's
+// arguments into TpuArg records, hands them to the Rust engine, and pushes
+// the engine's results back. Optionally runs unlowered ops on the CPU.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "tpu_common.h"
+
+namespace torch_tpu {
+
+TpuTensor describe(const at::Tensor& t);
+
+namespace {
+
+// Storage for one call's flattened arguments; deques keep addresses stable.
+struct Marshal {
+  std::vector<TpuArg> args;
+  std::deque<std::vector<TpuTensor>> tensor_lists;
+  std::deque<std::vector<int64_t>> int_lists;
+  std::deque<std::vector<double>> float_lists;
+  std::deque<at::Tensor> keep_alive;  // contiguous copies of CPU tensors
+  std::deque<std::string> strings;
+
+  TpuTensor tensor(const at::Tensor& t) {
+    if (!t.defined()) {
+      TpuTensor d{};
+      d.dtype = -1;
+      return d;
+    }
+    if (t.device().type() == kTpu) return describe(t);
+    // A CPU tensor: the engine decides whether this op may take it.
+    keep_alive.push_back(t.contiguous());
+    const at::Tensor& c = keep_alive.back();
+    TpuTensor d = describe(c);
+    d.storage = nullptr;
+    d.host_data = c.data_ptr();
+    return d;
+  }
+
+  void add(const c10::IValue& v, int32_t is_write) {
+    TpuArg a{};
+    a.is_write = is_write;
+    if (v.isNone()) {
+      a.kind = TPU_ARG_NONE;
+    } else if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      tensor_lists.emplace_back(1, tensor(t));
+      a.tensors = tensor_lists.back().data();
+      a.len = 1;
+      if (!t.defined()) {
+        a.kind = TPU_ARG_NONE;
+      } else if (t.device().type() != kTpu && t.dim() == 0) {
+        a.kind = TPU_ARG_CPU_SCALAR;
+        if (at::isFloatingType(t.scalar_type())) a.f = t.item<double>();
+        else a.i = t.item<int64_t>();
+      } else {
+        a.kind = TPU_ARG_TENSOR;
+      }
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      std::vector<TpuTensor> ts;
+      ts.reserve(list.size());
+      for (const at::Tensor& t : list) ts.push_back(tensor(t));
+      tensor_lists.push_back(std::move(ts));
+      a.kind = TPU_ARG_TENSOR_LIST;
+      a.tensors = tensor_lists.back().data();
+      a.len = static_cast<int64_t>(list.size());
+    } else if (v.isOptionalTensorList()) {
+      std::vector<TpuTensor> ts;
+      for (const c10::IValue& e : v.toListRef())
+        ts.push_back(e.isTensor() ? tensor(e.toTensor()) : tensor(at::Tensor()));
+      tensor_lists.push_back(std::move(ts));
+      a.kind = TPU_ARG_TENSOR_LIST;
+      a.tensors = tensor_lists.back().data();
+      a.len = static_cast<int64_t>(tensor_lists.back().size());
+    } else if (v.isBool()) {
+      a.kind = TPU_ARG_BOOL;
+      a.i = v.toBool();
+    } else if (v.isInt() || v.isSymInt()) {
+      a.kind = TPU_ARG_INT;
+      a.i = v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__);
+    } else if (v.isDouble()) {
+      a.kind = TPU_ARG_FLOAT;
+      a.f = v.toDouble();
+    } else if (v.isBoolList()) {
+      std::vector<int64_t> xs;
+      for (bool b : v.toBoolList()) xs.push_back(b);
+      int_lists.push_back(std::move(xs));
+      a.kind = TPU_ARG_BOOL_LIST;
+      a.ints = int_lists.back().data();
+      a.len = static_cast<int64_t>(int_lists.back().size());
+    } else if (v.isIntList() || (v.isList() && !v.toListRef().empty() &&
+                                 (v.toListRef()[0].isInt() || v.toListRef()[0].isSymInt()))) {
+      std::vector<int64_t> xs;
+      for (const c10::IValue& e : v.toListRef())
+        xs.push_back(e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__));
+      int_lists.push_back(std::move(xs));
+      a.kind = TPU_ARG_INT_LIST;
+      a.ints = int_lists.back().data();
+      a.len = static_cast<int64_t>(int_lists.back().size());
+    } else if (v.isDoubleList()) {
+      float_lists.push_back(v.toDoubleVector());
+      a.kind = TPU_ARG_FLOAT_LIST;
+      a.floats = float_lists.back().data();
+      a.len = static_cast<int64_t>(float_lists.back().size());
+    } else if (v.isList() && v.toListRef().empty()) {
+      a.kind = TPU_ARG_INT_LIST;  // an empty list of anything
+      a.len = 0;
+    } else if (v.isString()) {
+      strings.push_back(v.toStringRef());
+      a.kind = TPU_ARG_STRING;
+      a.str = strings.back().c_str();
+    } else if (v.isGenerator()) {
+      a.kind = TPU_ARG_GENERATOR;
+      a.ptr = v.toGenerator().unsafeGetGeneratorImpl();
+    } else if (v.isDevice()) {
+      a.kind = TPU_ARG_DEVICE;
+      a.i = v.toDevice().index();
+      a.len = static_cast<int64_t>(v.toDevice().type());
+    } else {
+      a.kind = TPU_ARG_OTHER;
+      strings.push_back(v.tagKind());
+      a.str = strings.back().c_str();
+    }
+    args.push_back(a);
+  }
+};
+
+at::Tensor wrap_new_tensor(const TpuNewTensor& n) {
+  c10::Device device(kTpu, static_cast<c10::DeviceIndex>(n.device_index));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), n.nbytes, make_data_ptr(n.storage, device.index()),
+                       tpu_allocator(), /*resizable=*/true);
+  auto dtype = static_cast<at::ScalarType>(n.dtype);
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(c10::IntArrayRef(n.sizes, n.ndim),
+                                                 c10::IntArrayRef(n.strides, n.ndim),
+                                                 n.storage_offset);
+  return t;
+}
+
+void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto nargs = schema.arguments().size();
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+
+  Marshal m;
+  m.args.reserve(nargs);
+  auto ivalues = torch::jit::last(*stack, nargs);
+  for (size_t i = 0; i < nargs; ++i) {
+    const auto& arg = schema.arguments()[i];
+    const auto* alias = arg.alias_info();
+    // 1: a mutated input (self of add_, running stats); 2: an out= argument.
+    m.add(ivalues[i], alias != nullptr && alias->isWrite() ? (arg.kwarg_only() ? 2 : 1) : 0);
+    auto type = arg.real_type();
+    if (type->kind() == c10::TypeKind::OptionalType)
+      type = type->castRaw<c10::OptionalType>()->getElementType();
+    m.args.back().is_scalar_param = type->kind() == c10::TypeKind::NumberType;
+  }
+  const auto& returns = schema.returns();
+  std::vector<int32_t> ret_alias(returns.size(), -1), ret_kind(returns.size(), 3);
+  for (size_t r = 0; r < returns.size(); ++r) {
+    const auto kind = returns[r].real_type()->kind();
+    ret_kind[r] = kind == c10::TypeKind::TensorType ? 0
+                  : kind == c10::TypeKind::ListType ? 1
+                  : (kind == c10::TypeKind::NumberType || kind == c10::TypeKind::IntType ||
+                     kind == c10::TypeKind::FloatType || kind == c10::TypeKind::BoolType)
+                      ? 2
+                      : 3;
+    const auto* ralias = returns[r].alias_info();
+    if (ralias == nullptr) continue;
+    for (size_t i = 0; i < nargs; ++i) {
+      const auto* aalias = schema.arguments()[i].alias_info();
+      if (aalias != nullptr && aalias->beforeSets() == ralias->beforeSets()) {
+        ret_alias[r] = static_cast<int32_t>(i);
+        break;
+      }
+    }
+  }
+
+  TpuResults res{};
+  int32_t status = tpu_engine_dispatch(name.c_str(), m.args.data(),
+                                       static_cast<int64_t>(m.args.size()), ret_alias.data(),
+                                       ret_kind.data(), static_cast<int64_t>(returns.size()), &res);
+  if (status == TPU_NOT_LOWERED && tpu_engine_fallback_enabled()) {
+    if (tpu_engine_note_fallback(name.c_str()))
+      TORCH_WARN("torch_tpu_rs: ", name,
+                 " has no tpu lowering and runs on the CPU (TORCH_TPU_CPU_FALLBACK=1); "
+                 "this is slow. torch_tpu_rs.metrics()['fallbacks'] counts these.");
+    at::native::cpu_fallback(op, stack);
+    return;
+  }
+  check_status(status);
+
+  std::vector<c10::IValue> inputs = torch::jit::pop(*stack, nargs);
+  for (int64_t r = 0; r < res.num_rets; ++r) {
+    const TpuRet& ret = res.rets[r];
+    switch (ret.kind) {
+      case TPU_RET_NONE: stack->emplace_back(); break;
+      case TPU_RET_TENSOR: stack->emplace_back(wrap_new_tensor(res.new_tensors[ret.first])); break;
+      case TPU_RET_ALIAS: stack->push_back(inputs[ret.arg]); break;
+      case TPU_RET_TENSOR_LIST: {
+        std::vector<at::Tensor> ts;
+        for (int64_t k = 0; k < ret.len; ++k) ts.push_back(wrap_new_tensor(res.new_tensors[ret.first + k]));
+        stack->emplace_back(c10::List<at::Tensor>(ts));
+        break;
+      }
+      case TPU_RET_INT: stack->emplace_back(c10::Scalar(ret.i)); break;
+      case TPU_RET_FLOAT: stack->emplace_back(c10::Scalar(ret.f)); break;
+      case TPU_RET_BOOL: stack->emplace_back(c10::Scalar(ret.i != 0)); break;
+      case TPU_RET_RESIZE_COPY: {
+        at::Tensor out = inputs[ret.arg].toTensor();
+        at::Tensor value = wrap_new_tensor(res.new_tensors[ret.first]);
+        out.resize_(value.sizes());
+        out.copy_(value);
+        stack->push_back(inputs[ret.arg]);
+        break;
+      }
+      default: TORCH_CHECK(false, "torch_tpu_rs: engine returned unknown result kind ", ret.kind);
+    }
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&engine_kernel>());
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,57 @@
+// The device guard: which `tpu` device the calling thread uses. One stream
+// per device; ordering is the engine's job, so stream calls are trivial.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "tpu_common.h"
+
+namespace torch_tpu {
+namespace {
+thread_local c10::DeviceIndex t_current_device = 0;
+}
+
+c10::DeviceIndex current_device() { return t_current_device; }
+
+namespace {
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kTpu; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    auto old = getDevice();
+    setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kTpu, t_current_device); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kTpu, "expected a tpu device, got ", d);
+    auto count = deviceCount();
+    TORCH_CHECK_VALUE(d.index() >= 0 && d.index() < count, "invalid tpu device index ",
+                      static_cast<int>(d.index()), ": this process sees ",
+                      static_cast<int>(count), " tpu device(s)");
+    t_current_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) t_current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(tpu_engine_device_count());
+  }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    check_status(tpu_engine_synchronize(device_index));
+  }
+  void synchronizeStream(const c10::Stream& s) const override {
+    check_status(tpu_engine_synchronize(s.device_index()));
+  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+}  // namespace torch_tpu

@@ -1,0 +1,47 @@
+// PrivateUse1 hooks: availability, device count, generators, and growing a
+// storage in place (resize_ on a tpu tensor).
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+
+#include "tpu_common.h"
+
+namespace torch_tpu {
+
+const at::Generator& default_generator(c10::DeviceIndex device);
+at::Generator new_generator(c10::DeviceIndex device);
+
+namespace {
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return tpu_engine_device_count() > 0; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return default_generator(device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return new_generator(device);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return at::Device(kTpu, current_device());
+  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(tpu_engine_device_count());
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    auto* impl = storage.unsafeGetStorageImpl();
+    void* old_handle = impl->data_ptr().get();
+    void* new_handle = nullptr;
+    check_status(tpu_engine_storage_resize(old_handle, newsize, &new_handle));
+    auto device = impl->device().index();
+    impl->set_data_ptr_noswap(make_data_ptr(new_handle, device));
+    impl->set_nbytes(newsize);
+  }
+};
+
+struct Register {
+  Register() { at::RegisterPrivateUse1HooksInterface(new TpuHooks()); }
+} g_register;
+
+}  // namespace
+}  // namespace torch_tpu

@@ -1,0 +1,155 @@
+// Kernels that only touch tensor metadata, so they live next to the
+// dispatcher: allocation, views, resize_/set_, and host<->device copies.
+// Everything that computes goes to the engine through the boxed fallback.
+#include <ATen/EmptyTensor.h>
+#include <ATen/Tensor.h>
+#include <ATen/core/op_registration/adaption.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "tpu_common.h"
+
+namespace torch_tpu {
+
+// Fills a TpuTensor describing a tpu tensor; sizes/strides point into `t`.
+TpuTensor describe(const at::Tensor& t) {
+  TpuTensor d{};
+  d.storage = t.storage().data_ptr().get();
+  d.host_data = nullptr;
+  d.dtype = static_cast<int32_t>(t.scalar_type());
+  d.device_type = static_cast<int32_t>(t.device().type());
+  d.device_index = t.device().index();
+  d.is_wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
+  d.ndim = t.dim();
+  d.sizes = t.sizes().data();
+  d.strides = t.strides().data();
+  d.storage_offset = t.storage_offset();
+  d.storage_nbytes = t.storage().nbytes();
+  return d;
+}
+
+namespace {
+
+c10::DispatchKeySet tpu_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<at::MemoryFormat> memory_format) {
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_generic(size, tpu_allocator(), tpu_keys(),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), tpu_keys(),
+                                           c10::dtype_or_default(dtype));
+}
+
+// Grows the storage when the tensor's extent needs more bytes than it has.
+void ensure_storage_bytes(const at::Tensor& self) {
+  if (self.numel() == 0) return;
+  int64_t extent = 1;
+  for (int64_t i = 0; i < self.dim(); ++i) extent += (self.size(i) - 1) * self.stride(i);
+  size_t needed = static_cast<size_t>((self.storage_offset() + extent) * self.itemsize());
+  if (needed > self.storage().nbytes())
+    at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), needed);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  // Same size: strides stay as they are, or in-place ops on views break.
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
+  if (memory_format) impl->empty_tensor_restride(*memory_format);
+  ensure_storage_bytes(self);
+  return self;
+}
+
+at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset,
+                               c10::IntArrayRef size, c10::IntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  if (stride.empty())
+    impl->set_sizes_contiguous(size);
+  else
+    impl->set_sizes_and_strides(size, stride);
+  ensure_storage_bytes(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.itemsize());
+  return set_storage_offset(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(),
+                            source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, tpu_allocator(), true);
+  return set_storage_offset(self, std::move(storage), 0, {0}, {});
+}
+
+// Host<->device copies. The host side (dtype conversion, strides,
+// broadcasting) is done by PyTorch's CPU kernels; the engine moves bytes.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (self.is_cpu()) {
+    auto src = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    TpuTensor d = describe(dst);
+    check_status(tpu_engine_upload(&d, src.data_ptr(), src.nbytes()));
+  } else if (dst.is_cpu()) {
+    auto tmp = at::empty(self.sizes(), self.options().device(at::kCPU));
+    TpuTensor s = describe(self);
+    check_status(tpu_engine_download(&s, tmp.data_ptr(), tmp.nbytes()));
+    const_cast<at::Tensor&>(dst).copy_(tmp);
+  } else {
+    TORCH_CHECK(false, "_copy_from between two tpu tensors goes through copy_; got ",
+                self.device(), " -> ", dst.device());
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  resize_(dst, self.sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// Autocast on tpu: no per-op rules yet, so every op passes straight through.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,49 @@
+"""torch_tpu_rs: PyTorch's `tpu` device on any PJRT plugin, with a Rust engine.
+
+Importing this package (or just `import torch`, through the `torch.backends`
+entry point) registers the device: PrivateUse1 is renamed to `tpu`, the C++
+dispatcher glue and the Rust engine are loaded, and `torch.tpu` appears.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: `import torch` loads the
+    device. Importing this package is the whole job; defined first because
+    torch may look it up while this module is still initializing."""
+
+
+import torch
+
+from . import _plugin
+
+__version__ = "0.1.0"
+
+_plugin.configure()
+
+if torch._C._get_privateuse1_backend_name() != "tpu":
+    torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C  # noqa: E402  (loads the C++ glue: allocator, guard, hooks, kernels)
+from . import device as _device_module  # noqa: E402
+from ._metrics import metrics, metrics_report  # noqa: E402
+from ._modes import get_eager_mode, set_eager_mode  # noqa: E402
+
+if not hasattr(torch, "tpu"):
+    torch._register_device_module("tpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+from . import _dynamo_interface  # noqa: E402
+
+_dynamo_interface.register()
+
+if os.environ.get("TORCH_TPU_METRICS") == "1":
+    import atexit
+
+    atexit.register(lambda: print(metrics_report()))
+
+__all__ = ["metrics", "metrics_report", "set_eager_mode", "get_eager_mode", "__version__"]

@@ -1,0 +1,38 @@
+"""Engine metrics: compiles, cache hits, executions, host syncs, fallbacks."""
+from __future__ import annotations
+
+from . import _C
+
+
+def metrics() -> dict:
+    """A snapshot of the engine's counters.
+
+    Keys: compiles, compile_seconds, cache_hits_memory, cache_hits_disk,
+    executions, host_syncs, graph_flushes, fallbacks (op -> count),
+    recompile_reasons (reason -> count), host_sync_sources (source -> count),
+    cached_programs.
+    """
+    return dict(_C.metrics())
+
+
+def metrics_report() -> str:
+    """The metrics as readable text."""
+    m = metrics()
+    lines = [
+        "torch_tpu_rs metrics",
+        f"  compiles:          {m['compiles']} ({m['compile_seconds']:.2f} s)",
+        f"  cache hits:        {m['cache_hits_memory']} in memory, {m['cache_hits_disk']} on disk",
+        f"  cached programs:   {m['cached_programs']}",
+        f"  executions:        {m['executions']}",
+        f"  graph flushes:     {m['graph_flushes']}",
+        f"  host syncs:        {m['host_syncs']}",
+    ]
+    for source, n in sorted(m["host_sync_sources"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  {source}")
+    lines.append(f"  recompile reasons: {sum(m['recompile_reasons'].values())}")
+    for reason, n in sorted(m["recompile_reasons"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  {reason}")
+    lines.append(f"  cpu fallbacks:     {sum(m['fallbacks'].values())}")
+    for op, n in sorted(m["fallbacks"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  {op}")
+    return "\n".join(lines)

@@ -1,0 +1,180 @@
+"""`torch.tpu`: the device module, shaped like `torch.cuda`."""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from . import _C
+
+_initial_seed: dict[int, int] = {}
+
+
+def is_available() -> bool:
+    """True when the PJRT plugin loaded and reports at least one device."""
+    return _C.device_count() > 0
+
+
+def is_initialized() -> bool:
+    return is_available()
+
+
+def init() -> None:
+    if not is_available():
+        raise RuntimeError(f"torch.tpu is not available: {_C.start_error()}")
+
+
+def device_count() -> int:
+    return _C.device_count()
+
+
+def _index(device: Any = None) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return current_device() if device.index is None else device.index
+
+
+def current_device() -> int:
+    return torch.accelerator.current_device_index()
+
+
+def set_device(device: Any) -> None:
+    idx = _index(device)
+    if not 0 <= idx < device_count():
+        raise ValueError(f"invalid tpu device index {idx}: {device_count()} device(s) available")
+    torch.accelerator.set_device_index(idx)
+
+
+class device:  # noqa: N801 (mirrors torch.cuda.device)
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device: Any):
+        self.idx = -1 if device is None else _index(device)
+        self.prev = -1
+
+    def __enter__(self):
+        self.prev = current_device()
+        if self.idx >= 0 and self.idx != self.prev:
+            set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.idx >= 0 and self.prev != self.idx:
+            set_device(self.prev)
+        return False
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all queued tpu work; raises errors deferred in Strict Eager."""
+    _C.synchronize()
+
+
+def get_device_name(device: Any = None) -> str:
+    """The PJRT platform, e.g. "XLA CPU"."""
+    name = _C.platform_name()
+    return {"cpu": "XLA CPU", "cuda": "XLA CUDA", "tpu": "TPU"}.get(name.lower(), name)
+
+
+def get_device_properties(device: Any = None):
+    from collections import namedtuple
+
+    props = namedtuple("TPUProperties", ["name", "platform", "multi_processor_count"])
+    return props(get_device_name(device), _C.platform_name(), 1)
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    return (0, 0)
+
+
+# ---- random numbers -------------------------------------------------------
+# The default generators live in the C++ glue; random ops draw
+# (seed, offset) from them, so a seed reproduces a run exactly.
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the current device's default generator."""
+    _C.manual_seed(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for idx in range(device_count()):
+        _C.manual_seed(idx, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    import random
+
+    manual_seed(random.getrandbits(63))
+
+
+def seed_all() -> None:
+    import random
+
+    manual_seed_all(random.getrandbits(63))
+
+
+def initial_seed() -> int:
+    return _C.initial_seed(current_device())
+
+
+def get_rng_state(device: Any = "tpu") -> torch.Tensor:
+    """The generator state as a uint8 CPU tensor of 16 bytes (seed, offset)."""
+    s, o = _C.get_rng_state(_index(device))
+    return torch.tensor([s, o], dtype=torch.uint64).view(torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "tpu") -> None:
+    if new_state.dtype != torch.uint8 or new_state.numel() != 16:
+        raise ValueError("a tpu rng state is a uint8 tensor of 16 bytes, as returned by get_rng_state()")
+    s, o = new_state.cpu().view(torch.uint64).tolist()
+    _C.set_rng_state(_index(device), s, o)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for i, s in enumerate(states):
+        set_rng_state(s, i)
+
+
+# ---- memory ----------------------------------------------------------------
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes held by live tpu storages on the device."""
+    return _C.memory_stats(_index(device))[0]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return _C.memory_stats(_index(device))[1]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C.reset_peak_memory_stats(_index(device))
+
+
+def memory_reserved(device: Any = None) -> int:
+    return memory_allocated(device)
+
+
+def empty_cache() -> None:
+    """Nothing is cached beyond live tensors; kept for torch.cuda parity."""
+
+
+@contextlib.contextmanager
+def stream(s: Any = None):
+    yield
+
+
+def current_stream(device: Any = None):
+    return torch.Stream(device=f"tpu:{_index(device)}")
