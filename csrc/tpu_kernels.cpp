@@ -118,8 +118,19 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     check_status(tpu_engine_download(&s, tmp.data_ptr(), tmp.nbytes()));
     const_cast<at::Tensor&>(dst).copy_(tmp);
   } else {
-    TORCH_CHECK(false, "_copy_from between two tpu tensors goes through copy_; got ",
-                self.device(), " -> ", dst.device());
+    // tpu -> tpu: the engine's copy_ (dtype conversion, broadcasting, views).
+    TpuTensor d = describe(dst), s = describe(self);
+    TpuArg args[2] = {};
+    args[0].kind = TPU_ARG_TENSOR;
+    args[0].is_write = 1;
+    args[0].tensors = &d;
+    args[0].len = 1;
+    args[1].kind = TPU_ARG_TENSOR;
+    args[1].tensors = &s;
+    args[1].len = 1;
+    int32_t ret_alias = 0, ret_kind = 0;
+    TpuResults res{};
+    check_status(tpu_engine_dispatch("aten::copy_", args, 2, &ret_alias, &ret_kind, 1, &res));
   }
   return dst;
 }

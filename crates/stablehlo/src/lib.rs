@@ -20,7 +20,7 @@
 //! assert_eq!(b.ty(s).to_string(), "tensor<2xf32>");
 //! assert!(b.add(x, y).is_err()); // no implicit broadcasting
 //! let text = b.finish(&[s]);
-//! assert!(text.contains(r#""stablehlo.reduce"(%2, %3)"#));
+//! assert!(text.contains(r#""stablehlo.reduce"(%1, %2)"#));
 //! # Ok::<(), stablehlo::Error>(())
 //! ```
 
