@@ -219,8 +219,14 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       case TPU_RET_RESIZE_COPY: {
         at::Tensor out = inputs[ret.arg].toTensor();
         at::Tensor value = wrap_new_tensor(res.new_tensors[ret.first]);
-        out.resize_(value.sizes());
-        out.copy_(value);
+        if (out.numel() == 0 && out.dtype() == value.dtype()) {
+          // The usual case: structured ops hand us an empty out= tensor.
+          // It holds no data, so it can simply adopt the result's storage.
+          out.set_(value);
+        } else {
+          out.resize_(value.sizes());
+          out.copy_(value);
+        }
         stack->push_back(inputs[ret.arg]);
         break;
       }

@@ -28,5 +28,10 @@ echo "==> building torch_tpu_rs (cargo, release)"
 export PYO3_PYTHON="$PWD/.venv/bin/python"
 # maturin develop builds the extension and installs the package (with its
 # torch.backends entry point) into the active venv.
-maturin develop --release --quiet 2>&1 | grep -v "^📦\|^🔗\|^🐍\|^⚠️  Warning: You\|^🛠" || true
+# (It also asks pip for the package's own dependency, torch, already there.)
+if ! maturin develop --release --quiet > .venv/.build.log 2>&1; then
+  grep -v "Requirement already satisfied" .venv/.build.log | tail -60
+  echo "==> build failed (full log: .venv/.build.log)" >&2
+  exit 1
+fi
 python -c "import torch_tpu_rs, torch; assert torch.tpu.is_available(), torch_tpu_rs._C.start_error(); print('==> torch_tpu_rs ready:', torch.tpu.device_count(), 'x', torch.tpu.get_device_name())"

@@ -85,11 +85,14 @@ pub fn not_lowered(call: &Call) -> EngineError {
 
 /// Runs the call and returns one value per schema return.
 pub fn run(call: &Call) -> Result<Vec<RetValue>> {
+    if let Some(rets) = share_buffer_copy(call) {
+        return Ok(rets);
+    }
     let entry = lowering::lookup(call.op).ok_or_else(|| not_lowered(call))?;
     let engine = engine()?;
     let slots = collect_slots(call);
     let device = call.device();
-    let sig = signature(call, &slots, entry.static_scalars, device);
+    let sig = signature(call, &slots, entry.static_scalars);
     let hash = hash_key(call.op, &sig);
     let compiled = match engine.cache.get(hash, call.op, &sig) {
         Some(c) => {
@@ -97,12 +100,37 @@ pub fn run(call: &Call) -> Result<Vec<RetValue>> {
             c
         }
         None => {
-            let c = Arc::new(compile(engine, call, &slots, entry, device)?);
+            let c = Arc::new(compile(engine, call, &slots, entry)?);
             engine.cache.insert(hash, call.op, sig, c.clone());
             c
         }
     };
     execute(engine, call, &slots, &compiled, device)
+}
+
+/// `copy_` of a whole dense storage into another of the same dtype and
+/// size needs no program: PJRT buffers are immutable, so both storages can
+/// hold the same buffer.
+fn share_buffer_copy(call: &Call) -> Option<Vec<RetValue>> {
+    if call.op != "aten::copy_" || call.args.len() < 2 {
+        return None;
+    }
+    let (CallValue::Tensor(dst), CallValue::Tensor(src)) = (&call.args[0].value, &call.args[1].value) else {
+        return None;
+    };
+    if !dst.is_whole() || !src.is_whole() || dst.dtype != src.dtype || dst.sizes != src.sizes {
+        return None;
+    }
+    if dst.storage.device != src.storage.device {
+        return None;
+    }
+    let st = src.storage.state();
+    let buffer = st.buffer?;
+    if st.dtype != src.dtype {
+        return None;
+    }
+    dst.storage.set(buffer, dst.dtype);
+    Some(vec![RetValue::Alias(0)])
 }
 
 fn with_context(call: &Call, e: EngineError) -> EngineError {
@@ -112,12 +140,11 @@ fn with_context(call: &Call, e: EngineError) -> EngineError {
     EngineError { message: format!("{}: {} (inputs: {})", call.op, e.message, call.describe()), ..e }
 }
 
-fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntry, device: i32) -> Result<Compiled> {
+fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntry) -> Result<Compiled> {
     let program = build(call, slots, entry).map_err(|e| with_context(call, e))?;
     let reason = if engine.cache.has_op(call.op) { "new shapes or attributes" } else { "new op" };
     let start = Instant::now();
     // Portable executables: one compile serves every device.
-    let _ = device;
     let executable = engine.client.compile(&program.text).map_err(|e| {
         let mut msg = format!(
             "{}: XLA could not compile the lowered program (inputs: {}): {}",

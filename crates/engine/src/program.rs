@@ -73,7 +73,7 @@ pub struct Slots<'a> {
 pub fn collect_slots<'a>(call: &Call<'a>) -> Slots<'a> {
     let mut storages: Vec<&'a Storage> = Vec::new();
     let mut views = Vec::new();
-    let mut slot_of = |s: &'a Storage, storages: &mut Vec<&'a Storage>| -> usize {
+    let slot_of = |s: &'a Storage, storages: &mut Vec<&'a Storage>| -> usize {
         match storages.iter().position(|x| std::ptr::eq(*x, s)) {
             Some(i) => i,
             None => {
@@ -119,9 +119,9 @@ fn slot_is_read(slots: &Slots, slot: usize) -> bool {
 }
 
 /// The cache key of a call: everything the program depends on.
-pub fn signature(call: &Call, slots: &Slots, static_scalars: bool, device: i32) -> Vec<i64> {
+/// The device is not part of it: executables are portable across devices.
+pub fn signature(call: &Call, slots: &Slots, static_scalars: bool) -> Vec<i64> {
     let mut sig: Vec<i64> = Vec::with_capacity(32);
-    sig.push(device as i64);
     for (slot, storage) in slots.storages.iter().enumerate() {
         let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
         let (dt, n) = slot_layout(storage, reader);

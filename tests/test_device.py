@@ -1,0 +1,110 @@
+"""torch.tpu, torch.accelerator and Dynamo's device interface."""
+import pytest
+import torch
+
+import torch_tpu_rs
+
+
+def test_module_shape_like_cuda():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() >= 1
+    assert torch.tpu.current_device() == 0
+    assert torch.tpu.get_device_name() == "XLA CPU"
+    torch.tpu.synchronize()
+
+
+def test_set_device_and_context_manager():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two devices; the XLA CPU plugin exposes four")
+    with torch.tpu.device(1):
+        assert torch.tpu.current_device() == 1
+        x = torch.ones(2, device="tpu")
+        assert x.device == torch.device("tpu", 1)
+        assert (x + 1).cpu().tolist() == [2.0, 2.0]
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(1)
+    assert torch.tpu.current_device() == 1
+    torch.tpu.set_device(0)
+    with pytest.raises(ValueError):
+        torch.tpu.set_device(99)
+
+
+def test_tensor_on_second_device_computes():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two devices")
+    a = torch.arange(4.0, device="tpu:1")
+    assert a.device.index == 1
+    assert (a * 2).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_accelerator():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator().type == "tpu"
+    assert torch.accelerator.device_count() == torch.tpu.device_count()
+    torch.accelerator.synchronize()
+
+
+def test_memory_stats_follow_allocations():
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    x = torch.empty(1024, device="tpu")
+    assert torch.tpu.memory_allocated() == base + 4096
+    assert torch.tpu.max_memory_allocated() >= base + 4096
+    del x
+    assert torch.tpu.memory_allocated() == base
+    assert torch.tpu.max_memory_allocated() >= base + 4096
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == base
+    assert torch.accelerator.memory_allocated() == base
+
+
+def test_manual_seed_roundtrip():
+    torch.tpu.manual_seed(123)
+    assert torch.tpu.initial_seed() == 123
+    state = torch.tpu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    torch.tpu.manual_seed_all(7)
+    torch.tpu.set_rng_state(state)
+    assert torch.tpu.initial_seed() == 123
+    torch.manual_seed(5)
+    assert torch.tpu.initial_seed() == 5
+
+
+def test_generator_on_device():
+    g = torch.Generator(device="tpu")
+    g.manual_seed(3)
+    assert g.initial_seed() == 3
+    assert g.device.type == "tpu"
+
+
+def test_dynamo_interface_reports_platform_dtypes():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("tpu")
+    assert iface.is_available()
+    # Upstream's TpuInterface rejects these; the XLA platform supports them.
+    assert iface.is_dtype_supported(torch.float64)
+    assert iface.is_dtype_supported(torch.float16)
+    assert iface.is_dtype_supported(torch.bfloat16)
+    assert not iface.is_dtype_supported(torch.complex64)
+
+
+def test_metrics_keys():
+    m = torch_tpu_rs.metrics()
+    for key in [
+        "compiles", "compile_seconds", "cache_hits_memory", "cache_hits_disk", "executions",
+        "host_syncs", "graph_flushes", "fallbacks", "recompile_reasons",
+    ]:
+        assert key in m
+    assert "compiles" in torch_tpu_rs.metrics_report()
+
+
+def test_import_torch_alone_loads_the_device():
+    import subprocess
+    import sys
+
+    code = "import torch; x = torch.ones(2, device='tpu'); print((x + x).cpu().tolist())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[2.0, 2.0]"

@@ -1,0 +1,66 @@
+"""Bad input raises a clear Python exception, and the device keeps working."""
+import pytest
+import torch
+
+import torch_tpu_rs
+
+
+def device_still_works():
+    x = torch.arange(4.0, device="tpu")
+    assert (x * 2 + 1).cpu().tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_mismatched_shapes():
+    a, b = torch.ones(3, device="tpu"), torch.ones(4, device="tpu")
+    with pytest.raises(RuntimeError, match="size of tensor"):
+        a + b
+    with pytest.raises(RuntimeError):
+        torch.mm(torch.ones(2, 3, device="tpu"), torch.ones(4, 5, device="tpu"))
+    device_still_works()
+
+
+def test_cpu_tensor_mixed_with_tpu():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu") + torch.ones(3)
+    device_still_works()
+
+
+def test_zero_dim_cpu_tensor_is_a_scalar():
+    # As on CUDA: a 0-dim CPU tensor mixes with device tensors.
+    out = torch.ones(3, device="tpu") * torch.tensor(2.5)
+    assert out.device.type == "tpu" and out.cpu().tolist() == [2.5, 2.5, 2.5]
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="complex64"):
+        torch.ones(3, dtype=torch.complex64).to("tpu") + 1
+    device_still_works()
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict"])
+def test_out_of_range_index(mode):
+    torch_tpu_rs.set_eager_mode(mode)
+    w = torch.randn(5, 3, device="tpu")
+    idx = torch.tensor([1, 7], device="tpu")
+    with pytest.raises(IndexError, match="index_select|embedding|out of"):
+        out = torch.index_select(w, 0, idx)
+        out.cpu()  # strict: raised at the latest here, at the next host sync
+    device_still_works()
+    # The error is raised once, not again at later syncs.
+    torch.tpu.synchronize()
+
+
+def test_negative_index_wraps_like_cpu():
+    w = torch.arange(10.0).reshape(5, 2)
+    idx = torch.tensor([-1, 0])
+    assert torch.equal(w.to("tpu")[idx.to("tpu")].cpu(), w[idx])
+
+
+def test_unlowered_op_message():
+    x = torch.randn(4, 4, device="tpu")
+    with pytest.raises(NotImplementedError) as e:
+        torch.linalg.svd(x)
+    msg = str(e.value)
+    assert "tpu" in msg and "TORCH_TPU_CPU_FALLBACK=1" in msg
+    assert "[4, 4]" in msg and "float32" in msg
+    device_still_works()

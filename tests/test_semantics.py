@@ -1,0 +1,126 @@
+"""Tensor semantics as on CPU: views, in-place ops, copies, printing,
+save/load, random numbers."""
+import io
+
+import pytest
+import torch
+
+from conftest import assert_same, run_both
+
+
+def test_views_share_storage_with_cpu_strides():
+    base = torch.arange(24.0).reshape(2, 3, 4)
+    views = [
+        lambda x: x.transpose(0, 2),
+        lambda x: x.permute(2, 0, 1),
+        lambda x: x[:, 1:, ::2],
+        lambda x: x[1],
+        lambda x: x.select(2, 3),
+        lambda x: x.view(6, 4),
+        lambda x: x.reshape(4, 6),
+        lambda x: x[:, :, :1].expand(2, 3, 5),
+        lambda x: x.unsqueeze(1).squeeze(1),
+        lambda x: x.narrow(1, 1, 2),
+        lambda x: x.split(2, dim=2)[1],
+        lambda x: x.chunk(3, dim=1)[2],
+        lambda x: x.flatten()[5:17:3],
+        lambda x: x.as_strided((2, 2), (5, 1), 3),
+    ]
+    for f in views:
+        t, c = run_both(f, base)
+        assert_same(t, c, check_strides=True)
+
+
+def test_view_shares_data_with_base():
+    x = torch.zeros(3, 4, device="tpu")
+    v = x[1]
+    assert v.data_ptr() == x.data_ptr() + 4 * 4
+    assert v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def test_inplace_on_views_updates_base():
+    def f(x):
+        x = x.clone()
+        x[1] += 5
+        x[:, 2].mul_(2)
+        x.t()[0].fill_(-1)
+        x[0, 1:3] = torch.tensor([7.0, 8.0], device=x.device)
+        return x
+
+    assert_same(*run_both(f, torch.arange(12.0).reshape(3, 4)))
+
+
+def test_copy_both_directions_noncontiguous():
+    cpu = torch.arange(20.0).reshape(4, 5)
+    dev = torch.zeros(5, 4, device="tpu")
+    dev.copy_(cpu.t())  # non-contiguous source, host -> device
+    assert torch.equal(dev.cpu(), cpu.t())
+    back = torch.empty(4, 5)
+    back.t().copy_(dev)  # device -> non-contiguous host destination
+    assert torch.equal(back, cpu)
+    dev2 = torch.zeros(4, 5, device="tpu")
+    dev2.copy_(dev.t())  # device -> device, non-contiguous source
+    assert torch.equal(dev2.cpu(), cpu)
+    assert torch.equal(dev.t()[1:3].cpu(), cpu[1:3])
+
+
+def test_to_and_dtype_conversion():
+    cpu = torch.randn(3, 4)
+    t = cpu.to("tpu", dtype=torch.float64)
+    assert t.dtype == torch.float64 and t.device.type == "tpu"
+    assert_same(t.to(torch.int32), cpu.double().to(torch.int32))
+    assert_same(t.to(torch.bfloat16), cpu.double().to(torch.bfloat16))
+    assert torch.equal(cpu.to("tpu").to("cpu"), cpu)
+
+
+def test_printing():
+    x = torch.tensor([[1.5, -2.0], [0.0, 3.25]], device="tpu")
+    s = repr(x)
+    assert "tensor([[ 1.5000, -2.0000]" in s and "device='tpu:0'" in s
+    assert "device='tpu:0'" in repr(torch.arange(3, device="tpu"))
+
+
+def test_save_load_roundtrip_and_map_location(tmp_path):
+    model = torch.nn.Linear(4, 3).to("tpu")
+    x = torch.randn(2, 5, device="tpu")[:, 1:]
+    buf = io.BytesIO()
+    torch.save({"state": model.state_dict(), "x": x}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert loaded["x"].device.type == "tpu"
+    assert torch.equal(loaded["x"].cpu(), x.cpu())
+    for k, v in model.state_dict().items():
+        assert loaded["state"][k].device.type == "tpu"
+        assert torch.equal(loaded["state"][k].cpu(), v.cpu())
+    buf.seek(0)
+    on_cpu = torch.load(buf, map_location="cpu")
+    assert on_cpu["x"].device.type == "cpu" and torch.equal(on_cpu["x"], x.cpu())
+    path = tmp_path / "cpu.pt"
+    torch.save({"w": torch.arange(6.0)}, path)
+    to_tpu = torch.load(path, map_location="tpu")
+    assert to_tpu["w"].device.type == "tpu" and torch.equal(to_tpu["w"].cpu(), torch.arange(6.0))
+
+
+def test_rng_reproducible_under_manual_seed():
+    torch.manual_seed(42)
+    a = torch.randn(16, device="tpu")
+    b = torch.rand(16, device="tpu")
+    torch.manual_seed(42)
+    a2 = torch.randn(16, device="tpu")
+    b2 = torch.rand(16, device="tpu")
+    assert torch.equal(a.cpu(), a2.cpu()) and torch.equal(b.cpu(), b2.cpu())
+    assert not torch.equal(a.cpu(), torch.randn(16, device="tpu").cpu())
+
+
+def test_storage_resize_keeps_data():
+    x = torch.arange(4.0, device="tpu")
+    x.resize_(8)
+    assert x.shape == (8,)
+    assert x[:4].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_empty_tensors():
+    e = torch.empty(0, 3, device="tpu")
+    assert e.shape == (0, 3)
+    assert e.cpu().shape == (0, 3)
+    assert (e + 1).shape == (0, 3)
