@@ -105,7 +105,7 @@ impl Call<'_> {
     /// "tensor of shape [2, 3] and dtype torch.float32, number 2.0".
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        for a in &self.args {
+        for a in self.args.iter().filter(|a| a.write != 2) {
             match &a.value {
                 CallValue::Tensor(t) => parts.push(format!(
                     "tpu tensor of shape {:?} and dtype {}",

@@ -61,11 +61,26 @@ fn draw_random(generator: *mut c_void, device: i32, count: u64) -> (u64, u64) {
     }
 }
 
-static LAST_OUTPUT: Mutex<Option<Arc<pjrt::Buffer>>> = Mutex::new(None);
+const MAX_PENDING_CHECKS: usize = 4096;
 
-/// The most recent output buffer; waiting on it waits for all prior work.
-pub fn last_output() -> Option<Arc<pjrt::Buffer>> {
-    LAST_OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).clone()
+/// One output of each of the most recent executions. Executions may run
+/// concurrently on the plugin's threads; waiting on all of these waits for
+/// everything still in flight (older work has long finished).
+static RECENT_OUTPUTS: Mutex<std::collections::VecDeque<Arc<pjrt::Buffer>>> =
+    Mutex::new(std::collections::VecDeque::new());
+const RECENT_KEPT: usize = 32;
+
+fn note_output(buf: Arc<pjrt::Buffer>) {
+    let mut q = RECENT_OUTPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    if q.len() >= RECENT_KEPT {
+        q.pop_front();
+    }
+    q.push_back(buf);
+}
+
+/// Outputs of the most recent executions, to wait on.
+pub fn recent_outputs() -> Vec<Arc<pjrt::Buffer>> {
+    std::mem::take(&mut *RECENT_OUTPUTS.lock().unwrap_or_else(|e| e.into_inner())).into()
 }
 
 pub fn not_lowered(call: &Call) -> EngineError {
@@ -257,13 +272,18 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
             }
         }
     }
+    // A program that never syncs must not pile up flags without bound.
+    if !debug && engine.checks.len() > MAX_PENDING_CHECKS {
+        engine.metrics.host_sync("pending index checks");
+        engine.checks.drain()?;
+    }
     if debug {
         for buf in &outs {
             buf.ready().map_err(|e| EngineError::runtime(format!("{}: execution failed: {}", call.op, e)))?;
         }
     }
     if let Some(last) = outs.last() {
-        *LAST_OUTPUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(last.clone());
+        note_output(last.clone());
     }
     for (o, buf) in program.outputs.iter().zip(&outs) {
         if let Output::Slot { slot, dtype } = o {

@@ -29,6 +29,14 @@ impl PendingChecks {
         self.list.lock().unwrap_or_else(|e| e.into_inner()).push((flag, message));
     }
 
+    pub fn len(&self) -> usize {
+        self.list.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Reads every pending flag; the first set one is raised. All are
     /// cleared either way, so one bad op raises once.
     pub fn drain(&self) -> Result<()> {
@@ -50,10 +58,8 @@ impl PendingChecks {
 pub fn synchronize(engine: &Engine, source: &str) -> Result<()> {
     engine.metrics.host_sync(source);
     engine.checks.drain()?;
-    // Executions complete in order; a tiny transfer of a fresh scalar
-    // buffer would not order against them, so wait on the last outputs.
-    if let Some(last) = crate::dispatch::last_output() {
-        last.ready()?;
+    for buf in crate::dispatch::recent_outputs() {
+        buf.ready()?;
     }
     Ok(())
 }

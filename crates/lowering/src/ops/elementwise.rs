@@ -1,38 +1,177 @@
-//! Elementwise arithmetic with PyTorch's broadcasting and type promotion.
-use stablehlo::{DType, Value};
+//! Elementwise ops with PyTorch's broadcasting and type promotion.
+//!
+//! The rows live here; the lowerings are split by kind:
+//! `elementwise/arith.rs` (binary and ternary arithmetic, min/max, clamp,
+//! lerp, addcmul), `elementwise/unary.rs` (math functions, rounding, sign,
+//! NaN tests) and `elementwise/logic.rs` (comparisons, logical and bitwise
+//! ops, where, masked_fill).
+//!
+//! Conventions shared by all of them: operands are promoted with
+//! `result_type`, broadcast, and computed in the *compute dtype* (f32 for
+//! f16/bf16, as PyTorch's CPU kernels do with their "opmath" type), then
+//! rounded to the result dtype. Functions named `*_ops` take `Operand`s so
+//! the `_foreach_*` lowerings can reuse them.
+use stablehlo::{CompareDir, DType, Value};
 
-use crate::args::{Args, Operand};
+use crate::args::{Operand, PromoClass};
 use crate::ctx::Lower;
-use crate::error::Result;
+use crate::error::{ErrorKind, LowerError, Result};
 use crate::op;
-use crate::promote::result_type;
 use crate::table::OpEntry;
 
+pub(crate) mod arith;
+mod logic;
+pub(crate) mod unary;
+
+use arith as a;
+use logic as l;
+use unary as u;
+
 pub const OPS: &[OpEntry] = &[
-    op!("add", add),
-    op!("sub", sub),
-    op!("mul", mul),
-    op!("div", div),
-    op!("neg", neg),
+    // arithmetic
+    op!("add", a::add),
+    op!("sub", a::sub),
+    op!("rsub", a::rsub),
+    op!("mul", a::mul),
+    op!("div", a::div),
+    op!("true_divide", a::div),
+    op!("floor_divide", a::floor_divide),
+    op!("remainder", a::remainder),
+    op!("fmod", a::fmod),
+    op!("pow", a::pow),
+    op!("float_power", a::float_power),
+    op!("maximum", a::maximum),
+    op!("minimum", a::minimum),
+    op!("fmax", a::fmax),
+    op!("fmin", a::fmin),
+    op!("clamp", a::clamp),
+    op!("clip", a::clamp),
+    op!("clamp_min", a::clamp_min),
+    op!("clamp_max", a::clamp_max),
+    op!("lerp", a::lerp),
+    op!("addcmul", a::addcmul),
+    op!("addcdiv", a::addcdiv),
+    op!("atan2", a::atan2),
+    op!("arctan2", a::atan2),
+    op!("hypot", a::hypot),
+    op!("copysign", a::copysign),
+    op!("xlogy", a::xlogy),
+    // unary math
+    op!("neg", u::neg),
+    op!("negative", u::neg),
+    op!("abs", u::abs),
+    op!("absolute", u::abs),
+    op!("sign", u::sign),
+    op!("sgn", u::sign),
+    op!("square", u::square),
+    op!("exp", u::exp),
+    op!("exp2", u::exp2),
+    op!("expm1", u::expm1),
+    op!("log", u::log),
+    op!("log2", u::log2),
+    op!("log10", u::log10),
+    op!("log1p", u::log1p),
+    op!("sqrt", u::sqrt),
+    op!("rsqrt", u::rsqrt),
+    op!("reciprocal", u::reciprocal),
+    op!("sin", u::sin),
+    op!("cos", u::cos),
+    op!("tan", u::tan),
+    op!("asin", u::asin),
+    op!("acos", u::acos),
+    op!("atan", u::atan),
+    op!("sinh", u::sinh),
+    op!("cosh", u::cosh),
+    op!("tanh", u::tanh),
+    op!("erf", u::erf),
+    op!("erfc", u::erfc),
+    op!("erfinv", u::erfinv),
+    op!("sigmoid", u::sigmoid),
+    op!("floor", u::floor),
+    op!("ceil", u::ceil),
+    op!("round", u::round),
+    op!("trunc", u::trunc),
+    op!("fix", u::trunc),
+    op!("frac", u::frac),
+    op!("isnan", u::isnan),
+    op!("isinf", u::isinf),
+    op!("isposinf", u::isposinf),
+    op!("isneginf", u::isneginf),
+    op!("isfinite", u::isfinite),
+    op!("nan_to_num", u::nan_to_num),
+    // comparisons, logic, selection
+    op!("eq", l::eq),
+    op!("ne", l::ne),
+    op!("lt", l::lt),
+    op!("le", l::le),
+    op!("gt", l::gt),
+    op!("ge", l::ge),
+    op!("logical_and", l::logical_and),
+    op!("logical_or", l::logical_or),
+    op!("logical_xor", l::logical_xor),
+    op!("logical_not", l::logical_not),
+    op!("bitwise_and", l::bitwise_and),
+    op!("bitwise_or", l::bitwise_or),
+    op!("bitwise_xor", l::bitwise_xor),
+    op!("bitwise_not", l::bitwise_not),
+    op!("where", l::where_),
+    op!("masked_fill", l::masked_fill),
 ];
 
-/// Broadcasts and converts operands to a common shape and `dtype`.
-pub(crate) fn prepare(lx: &mut Lower, ops: &[&Operand], dtype: DType) -> Result<Vec<Value>> {
+/// The dtype a result of `out` is computed in: f32 for the 16-bit floats.
+pub(crate) fn wide(out: DType) -> DType {
+    match out {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// The result dtype of ops that always give floats (ints and bool → f32).
+pub(crate) fn float_of(d: DType) -> DType {
+    if d.is_float() {
+        d
+    } else {
+        DType::F32
+    }
+}
+
+/// A tensor operand made from a value (strongest promotion class).
+pub(crate) fn operand_of(lx: &Lower, v: Value) -> Operand {
+    Operand { value: v, dtype: lx.dtype(v), shape: lx.shape(v), class: PromoClass::Dimensioned }
+}
+
+/// The broadcast shape of `ops`, with PyTorch's message on mismatch.
+pub(crate) fn broadcast_shape(lx: &Lower, ops: &[&Operand]) -> Result<Vec<i64>> {
     let mut shape: Vec<i64> = vec![];
     for o in ops {
-        shape = lx.b.broadcast_shapes(&shape, &o.shape).map_err(|e| {
-            crate::error::LowerError::new(
-                crate::error::ErrorKind::Runtime,
+        shape = lx.b.broadcast_shapes(&shape, &o.shape).map_err(|_| {
+            // Find the first mismatching dimension, counted from the right.
+            let rank = shape.len().max(o.shape.len());
+            let dim_of = |s: &[i64], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
+            let bad = (0..rank)
+                .find(|&i| {
+                    let (x, y) = (dim_of(&shape, i), dim_of(&o.shape, i));
+                    x != y && x != 1 && y != 1
+                })
+                .unwrap_or(0);
+            LowerError::new(
+                ErrorKind::Runtime,
                 format!(
-                    "{}: The size of tensor a ({:?}) must match the size of tensor b ({:?}): {}",
+                    "{}: The size of tensor a ({}) must match the size of tensor b ({}) at non-singleton dimension {}",
                     lx.op,
-                    ops[0].shape,
-                    o.shape,
-                    e.message
+                    dim_of(&shape, bad),
+                    dim_of(&o.shape, bad),
+                    bad
                 ),
             )
         })?;
     }
+    Ok(shape)
+}
+
+/// Broadcasts and converts operands to a common shape and `dtype`.
+pub(crate) fn prepare(lx: &mut Lower, ops: &[&Operand], dtype: DType) -> Result<Vec<Value>> {
+    let shape = broadcast_shape(lx, ops)?;
     let mut out = Vec::with_capacity(ops.len());
     for o in ops {
         let v = lx.cast(o.value, dtype)?;
@@ -41,71 +180,69 @@ pub(crate) fn prepare(lx: &mut Lower, ops: &[&Operand], dtype: DType) -> Result<
     Ok(out)
 }
 
-/// `a op b` with promotion; `alpha` (if given) scales b.
-fn binary(lx: &mut Lower, args: &Args, f: fn(&mut Lower, Value, Value) -> Result<Value>) -> Result<Vec<Value>> {
-    let a = args.operand(0)?;
-    let b = args.operand(1)?;
-    let dtype = result_type(&[&a, &b]);
-    let v = prepare(lx, &[&a, &b], dtype)?;
-    let mut rhs = v[1];
-    if let Ok(alpha) = args.operand(2) {
-        let shape = lx.shape(rhs);
-        let al = lx.cast(alpha.value, dtype)?;
-        let al = lx.expand(al, &shape)?;
-        rhs = lx.b.mul(rhs, al)?;
+/// Broadcasts `ops` and computes `f` on them in the compute dtype of `out`,
+/// rounding the result to `out`.
+pub(crate) fn compute(
+    lx: &mut Lower,
+    ops: &[&Operand],
+    out: DType,
+    f: impl FnOnce(&mut Lower, &[Value]) -> Result<Value>,
+) -> Result<Value> {
+    let v = prepare(lx, ops, wide(out))?;
+    let r = f(lx, &v)?;
+    lx.cast(r, out)
+}
+
+/// A constant with the type of `like`.
+pub(crate) fn k(lx: &mut Lower, like: Value, x: f64) -> Result<Value> {
+    lx.full_like(like, x)
+}
+
+pub(crate) fn cmp(lx: &mut Lower, a: Value, b: Value, dir: CompareDir) -> Result<Value> {
+    Ok(lx.b.compare(a, b, dir)?)
+}
+
+/// `x != x`: true where x is NaN (false for non-floats).
+pub(crate) fn is_nan(lx: &mut Lower, x: Value) -> Result<Value> {
+    if lx.dtype(x).is_float() {
+        cmp(lx, x, x, CompareDir::Ne)
+    } else {
+        let shape = lx.shape(x);
+        lx.full(DType::Bool, 0.0, &shape)
     }
-    Ok(vec![f(lx, v[0], rhs)?])
 }
 
-fn add(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    binary(lx, args, |lx, a, b| Ok(lx.b.add(a, b)?))
-}
-
-fn sub(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    binary(lx, args, |lx, a, b| Ok(lx.b.sub(a, b)?))
-}
-
-fn mul(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    binary(lx, args, |lx, a, b| Ok(lx.b.mul(a, b)?))
-}
-
-fn div(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    let a = args.operand(0)?;
-    let b = args.operand(1)?;
-    let mut dtype = result_type(&[&a, &b]);
-    let mode = args.opt_str(2).map(str::to_string);
-    if mode.is_none() && !dtype.is_float() {
-        dtype = DType::F32; // true division of integers gives floats
+/// Maximum or minimum that propagates NaN from either side (torch.maximum).
+pub(crate) fn nan_max_min(lx: &mut Lower, a: Value, b: Value, max: bool) -> Result<Value> {
+    let r = if max { lx.b.max(a, b)? } else { lx.b.min(a, b)? };
+    if !lx.dtype(a).is_float() {
+        return Ok(r);
     }
-    let v = prepare(lx, &[&a, &b], dtype)?;
-    let q = lx.b.div(v[0], v[1])?;
-    Ok(vec![match mode.as_deref() {
-        Some("floor") if dtype.is_float() => lx.b.floor(q)?,
-        Some("trunc") if dtype.is_float() => {
-            let f = lx.b.floor(q)?;
-            let c = lx.b.ceil(q)?;
-            let zero = lx.full_like(q, 0.0)?;
-            let neg = lx.b.compare(q, zero, stablehlo::CompareDir::Lt)?;
-            lx.b.select(neg, c, f)?
-        }
-        Some("floor") => {
-            // Integer floor division: adjust truncation toward -inf.
-            let r = lx.b.rem(v[0], v[1])?;
-            let zero = lx.full_like(r, 0.0)?;
-            let nz = lx.b.compare(r, zero, stablehlo::CompareDir::Ne)?;
-            let rneg = lx.b.compare(r, zero, stablehlo::CompareDir::Lt)?;
-            let bneg = lx.b.compare(v[1], zero, stablehlo::CompareDir::Lt)?;
-            let signs_differ = lx.b.xor(rneg, bneg)?;
-            let adjust = lx.b.and(nz, signs_differ)?;
-            let one = lx.full_like(q, 1.0)?;
-            let qm1 = lx.b.sub(q, one)?;
-            lx.b.select(adjust, qm1, q)?
-        }
-        _ => q,
-    }])
+    let na = is_nan(lx, a)?;
+    let r = lx.b.select(na, a, r)?;
+    let nb = is_nan(lx, b)?;
+    Ok(lx.b.select(nb, b, r)?)
 }
 
-fn neg(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    let a = args.tensor(0)?;
-    Ok(vec![lx.b.neg(a.value)?])
+/// The short ScalarType name torch prints in messages ("Float", "Long", ...).
+pub(crate) fn type_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "Float",
+        DType::F64 => "Double",
+        DType::F16 => "Half",
+        DType::BF16 => "BFloat16",
+        DType::I64 => "Long",
+        DType::I32 => "Int",
+        DType::I16 => "Short",
+        DType::I8 => "Char",
+        DType::U8 => "Byte",
+        DType::Bool => "Bool",
+        DType::U32 => "UInt32",
+        DType::U64 => "UInt64",
+    }
+}
+
+/// PyTorch's "not implemented for 'Bool'"-style dtype error.
+pub(crate) fn not_for(name: &str, d: DType) -> LowerError {
+    LowerError::new(ErrorKind::NotImplemented, format!("\"{name}\" not implemented for '{}'", type_name(d)))
 }

@@ -1,0 +1,93 @@
+"""Eager-mode benchmark: prints one JSON object.
+
+tiny_op_us: median µs per `c = c + b` on 4 floats (N ops, synced at the
+end), for tpu and for PyTorch CPU eager. mlp/llama: training steps/s on tpu
+(Strict Eager) and on PyTorch CPU eager, measured in this same run, with the
+ratio tpu/cpu.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import torch_tpu_rs
+from torch_tpu_rs.models import MLP, Llama, LlamaConfig
+
+
+def sync(device: str) -> None:
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def tiny_op_us(device: str, n: int, repeats: int) -> float:
+    b = torch.ones(4, device=device)
+    c = torch.zeros(4, device=device)
+    for _ in range(50):  # warm up (compile once)
+        c = c + b
+    sync(device)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            c = c + b
+        sync(device)
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(samples)
+
+
+def steps_per_s(make_model, make_batch, loss_fn, device: str, steps: int, warmup: int = 3) -> float:
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = [t.to(device) for t in make_batch()]
+
+    def step():
+        loss = loss_fn(model, *batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(warmup):
+        step()
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    loss.item()
+    sync(device)
+    return steps / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", type=int, default=2000)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--mode", default="strict")
+    args = p.parse_args()
+    torch_tpu_rs.set_eager_mode(args.mode)
+    torch.set_num_threads(2)
+
+    mlp = (lambda: MLP(64, 256, 10, depth=3), lambda: (torch.randn(64, 64), torch.randint(0, 10, (64,))),
+           lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y))
+    cfg = LlamaConfig(vocab_size=256, dim=128, n_layers=2, n_heads=4, hidden_dim=344, max_seq_len=128)
+    llama = (lambda: Llama(cfg), lambda: (torch.randint(0, 256, (8, 65)),), lambda m, t: m.loss(t))
+
+    result = {"mode": args.mode, "platform": torch.tpu.get_device_name()}
+    result["tiny_op_us"] = {"tpu": round(tiny_op_us("tpu", args.ops, args.repeats), 2),
+                            "cpu": round(tiny_op_us("cpu", args.ops, args.repeats), 2)}
+    for name, (mk, batch, loss) in {"mlp": mlp, "llama": llama}.items():
+        tpu = steps_per_s(mk, batch, loss, "tpu", args.steps)
+        cpu = steps_per_s(mk, batch, loss, "cpu", args.steps)
+        result[f"{name}_steps_per_s"] = {"tpu": round(tpu, 2), "cpu": round(cpu, 2), "ratio_tpu_over_cpu": round(tpu / cpu, 3)}
+    result["metrics"] = {k: v for k, v in torch_tpu_rs.metrics().items() if not isinstance(v, dict)}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
