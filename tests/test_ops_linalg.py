@@ -137,6 +137,19 @@ def test_linear(dtype):
     assert_same(*run_both(torch.nn.functional.linear, x, w), **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_trace(dtype):
+    assert_same(*run_both(torch.trace, make(4, 6, dtype=dtype)), **tol(dtype))
+    assert_same(*run_both(lambda x: torch.trace(x.t()), make(5, 3, dtype=dtype)), **tol(dtype))
+
+
+@pytest.mark.parametrize("use_gelu", [False, True])
+def test_addmm_activation(use_gelu):
+    s, a, b = torch.randn(3), torch.randn(4, 5), torch.randn(5, 3)
+    f = lambda s, a, b: torch.ops.aten._addmm_activation(s, a, b, beta=0.5, alpha=2.0, use_gelu=use_gelu)
+    assert_same(*run_both(f, s, a, b), rtol=1e-5, atol=1e-5)
+
+
 def test_matmul_backward():
     a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
 
@@ -192,6 +205,8 @@ def test_errors():
     raises_like_cpu(torch.dot, torch.randn(3), torch.randn(4))
     raises_like_cpu(torch.mv, torch.randn(3, 4), torch.randn(5))
     raises_like_cpu(torch.addmm, torch.randn(3, 5).double(), torch.randn(3, 4), torch.randn(4, 5))
+    raises_like_cpu(torch.trace, torch.randn(3))
+    raises_like_cpu(torch.mm, torch.ones(2, 2, dtype=torch.bool), torch.ones(2, 2, dtype=torch.bool))
 
 
 def test_error_message_names_shapes():

@@ -27,14 +27,16 @@ def compare(model_fn, batches, loss_fn, opt_fn, rtol=1e-4):
     tpu_losses, tpu_model = train(model_fn, batches, loss_fn, "tpu", opt_fn)
     for step, (c, t) in enumerate(zip(cpu_losses, tpu_losses)):
         assert t == pytest.approx(c, rel=rtol), f"step {step}: tpu loss {t} vs cpu {c}"
-    assert cpu_losses[-1] < cpu_losses[0]  # it actually trained
+    assert cpu_losses[-1] < 0.9 * cpu_losses[0]  # it actually trained
     for (name, p_cpu), p_tpu in zip(cpu_model.named_parameters(), tpu_model.parameters()):
         torch.testing.assert_close(p_tpu.detach().cpu(), p_cpu.detach(), rtol=1e-3, atol=1e-4, msg=name)
 
 
+# Two batches in turn: the loss must fall as the model memorizes them.
 def mlp_batches():
     g = torch.Generator().manual_seed(1)
-    return [(torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)) for _ in range(STEPS)]
+    two = [(torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)) for _ in range(2)]
+    return [two[i % 2] for i in range(STEPS)]
 
 
 def mlp_loss(model, x, y):
@@ -43,7 +45,8 @@ def mlp_loss(model, x, y):
 
 def llama_batches():
     g = torch.Generator().manual_seed(2)
-    return [(torch.randint(0, 256, (4, 17), generator=g),) for _ in range(STEPS)]
+    two = [(torch.randint(0, 256, (4, 17), generator=g),) for _ in range(2)]
+    return [two[i % 2] for i in range(STEPS)]
 
 
 def llama_loss(model, tokens):

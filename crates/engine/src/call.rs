@@ -23,14 +23,7 @@ impl TensorRef<'_> {
         self.sizes.iter().product()
     }
     pub fn is_contiguous(&self) -> bool {
-        let mut expected = 1;
-        for (s, st) in self.sizes.iter().zip(&self.strides).rev() {
-            if *s != 1 && *st != expected {
-                return false;
-            }
-            expected *= s;
-        }
-        true
+        lowering::views::is_contiguous(&self.sizes, &self.strides)
     }
     /// The view covers its whole storage, densely, from offset 0.
     pub fn is_whole(&self) -> bool {

@@ -24,15 +24,21 @@ impl ViewSpec {
         self.sizes.iter().product()
     }
     pub fn is_contiguous(&self) -> bool {
-        let mut expected = 1;
-        for (s, st) in self.sizes.iter().zip(&self.strides).rev() {
-            if *s != 1 && *st != expected {
-                return false;
-            }
-            expected *= s;
-        }
-        true
+        is_contiguous(&self.sizes, &self.strides)
     }
+}
+
+/// Row-major dense (size-1 dimensions may have any stride), as torch's
+/// is_contiguous().
+pub fn is_contiguous(sizes: &[i64], strides: &[i64]) -> bool {
+    let mut expected = 1;
+    for (s, st) in sizes.iter().zip(strides).rev() {
+        if *s != 1 && *st != expected {
+            return false;
+        }
+        expected *= s;
+    }
+    true
 }
 
 /// Reinterprets a 1-D storage buffer of `from` as a 1-D array of `to`

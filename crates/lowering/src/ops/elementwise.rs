@@ -13,7 +13,7 @@
 //! the `_foreach_*` lowerings can reuse them.
 use stablehlo::{CompareDir, DType, Value};
 
-use crate::args::{Operand, PromoClass};
+use crate::args::Operand;
 use crate::ctx::Lower;
 use crate::error::{ErrorKind, LowerError, Result};
 use crate::op;
@@ -133,11 +133,6 @@ pub(crate) fn float_of(d: DType) -> DType {
     } else {
         DType::F32
     }
-}
-
-/// A tensor operand made from a value (strongest promotion class).
-pub(crate) fn operand_of(lx: &Lower, v: Value) -> Operand {
-    Operand { value: v, dtype: lx.dtype(v), shape: lx.shape(v), class: PromoClass::Dimensioned }
 }
 
 /// The broadcast shape of `ops`, with PyTorch's message on mismatch.

@@ -45,7 +45,12 @@ fn arange(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         1 => ((0.0, false), sc[0], (1.0, false)),
         2 => (sc[0], sc[1], (1.0, false)),
         3 => (sc[0], sc[1], sc[2]),
-        _ => bail!(Type, "{}: expected 1 to 3 numbers (start, end, step), got {}", lx.op, sc.len()),
+        _ => bail!(
+            Type,
+            "{}: expected 1 to 3 numbers (start, end, step), got {}",
+            lx.op,
+            sc.len()
+        ),
     };
     let any_float = start.1 || end.1 || step.1;
     let requested = args.opt_dtype(sc.len()).ok().flatten();
@@ -57,7 +62,11 @@ fn arange(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         bail!(Runtime, "{}: unsupported range: {start} -> {end}", lx.op);
     }
     if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
-        bail!(Runtime, "{}: upper bound and larger bound inconsistent with step sign", lx.op);
+        bail!(
+            Runtime,
+            "{}: upper bound and larger bound inconsistent with step sign",
+            lx.op
+        );
     }
     // Integral start and step give integral values: compute them exactly in
     // i64 (which also lets an integer out= tensor take them).
@@ -148,7 +157,11 @@ fn space_dtype(lx: &Lower, args: &Args, dtype_pos: usize) -> Result<DType> {
     if is_out_variant(lx) {
         return Ok(DType::F64);
     }
-    Ok(args.opt_dtype(dtype_pos).ok().flatten().unwrap_or(DType::F32))
+    Ok(args
+        .opt_dtype(dtype_pos)
+        .ok()
+        .flatten()
+        .unwrap_or(DType::F32))
 }
 
 /// linspace(start, end, steps, *, dtype..) and its out=/Tensor overloads.
@@ -186,7 +199,12 @@ fn eye(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let two = lx.op.contains(".m");
     let m = if two { args.int(1)? } else { n };
     if n < 0 || m < 0 {
-        bail!(Runtime, "{}: n must be greater or equal to 0, got {}", lx.op, n.min(m));
+        bail!(
+            Runtime,
+            "{}: n must be greater or equal to 0, got {}",
+            lx.op,
+            n.min(m)
+        );
     }
     let shape = [n, m];
     let r = lx.b.iota(DType::I64, &shape, 0)?;
@@ -196,7 +214,10 @@ fn eye(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let dtype = if is_out_variant(lx) {
         DType::Bool
     } else {
-        args.opt_dtype(if two { 2 } else { 1 }).ok().flatten().unwrap_or(DType::F32)
+        args.opt_dtype(if two { 2 } else { 1 })
+            .ok()
+            .flatten()
+            .unwrap_or(DType::F32)
     };
     Ok(vec![lx.cast(diag, dtype)?])
 }
@@ -205,13 +226,21 @@ fn eye(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 fn triangle_indices(lx: &mut Lower, args: &Args, lower: bool) -> Result<Vec<Value>> {
     let (row, col, offset) = (args.int(0)?, args.int(1)?, args.int_or(2, 0)?);
     if row < 0 || col < 0 {
-        bail!(Runtime, "{}: row and col must be non-negative, got {row} and {col}", lx.op);
+        bail!(
+            Runtime,
+            "{}: row and col must be non-negative, got {row} and {col}",
+            lx.op
+        );
     }
     let mut rs = Vec::new();
     let mut cs = Vec::new();
     for r in 0..row {
         for c in 0..col {
-            let keep = if lower { c - r <= offset } else { c - r >= offset };
+            let keep = if lower {
+                c - r <= offset
+            } else {
+                c - r >= offset
+            };
             if keep {
                 rs.push(r);
                 cs.push(c);
@@ -222,7 +251,11 @@ fn triangle_indices(lx: &mut Lower, args: &Args, lower: bool) -> Result<Vec<Valu
     rs.extend(cs);
     let dtype = args.opt_dtype(3).ok().flatten().unwrap_or(DType::I64);
     if !matches!(dtype, DType::I64 | DType::I32) {
-        bail!(Runtime, "{}: \"tril_indices\" not implemented for this dtype; use torch.long or torch.int", lx.op);
+        bail!(
+            Runtime,
+            "{}: \"tril_indices\" not implemented for this dtype; use torch.long or torch.int",
+            lx.op
+        );
     }
     Ok(vec![lx.b.constant_tensor_i64(dtype, &[2, n], &rs)?])
 }

@@ -1,5 +1,5 @@
 //! Matrix products: mm, bmm, addmm, baddbmm, addbmm, addmv, mv, dot, vdot,
-//! addr, outer/ger, and `_addmm_activation`.
+//! addr, outer/ger, trace and `_addmm_activation`.
 //!
 //! `matmul`, `linear` and `outer` are CompositeImplicit in PyTorch: on tpu
 //! they reach mm/bmm/addmm/addmv/dot (plus views and `mul`), which live here.
@@ -30,6 +30,7 @@ pub const OPS: &[OpEntry] = &[
     op!("addr", addr),
     op!("outer", outer),
     op!("ger", outer),
+    op!("trace", trace),
 ];
 
 /// The type products accumulate in: f32 for 16-bit floats, else the dtype.
@@ -60,7 +61,12 @@ fn short(d: DType) -> &'static str {
 
 fn supported(lx: &Lower, kernel: &str, d: DType) -> Result<()> {
     if d == DType::Bool || d.is_unsigned_integer() && d != DType::U8 {
-        bail!(NotImplemented, "{}: \"{kernel}\" not implemented for '{}'", lx.op, short(d));
+        bail!(
+            NotImplemented,
+            "{}: \"{kernel}\" not implemented for '{}'",
+            lx.op,
+            short(d)
+        );
     }
     Ok(())
 }
@@ -80,17 +86,30 @@ fn same_dtype(lx: &Lower, a: &TensorArg, b: &TensorArg) -> Result<()> {
 
 fn need_rank(lx: &Lower, t: &TensorArg, rank: usize, what: &str) -> Result<()> {
     if t.shape.len() != rank {
-        bail!(Runtime, "{}: {what} must be a {}, got {}-D tensor", lx.op, match rank {
-            1 => "vector",
-            2 => "matrix",
-            _ => "3D tensor",
-        }, t.shape.len());
+        bail!(
+            Runtime,
+            "{}: {what} must be a {}, got {}-D tensor",
+            lx.op,
+            match rank {
+                1 => "vector",
+                2 => "matrix",
+                _ => "3D tensor",
+            },
+            t.shape.len()
+        );
     }
     Ok(())
 }
 
 /// `a @ b` over the contracting dims, accumulated in `acc_type`.
-fn contract(lx: &mut Lower, a: Value, b: Value, batch: &[i64], lc: &[i64], rc: &[i64]) -> Result<Value> {
+fn contract(
+    lx: &mut Lower,
+    a: Value,
+    b: Value,
+    batch: &[i64],
+    lc: &[i64],
+    rc: &[i64],
+) -> Result<Value> {
     let acc = acc_type(lx.dtype(a));
     Ok(lx.b.dot_general(a, b, batch, batch, lc, rc, Some(acc))?)
 }
@@ -194,7 +213,13 @@ fn self_dtype(lx: &Lower, args: &Args, dtype: DType) -> Result<()> {
 /// `beta * self + alpha * product` in the product's (accumulation) type,
 /// with torch's rule that beta == 0 ignores self (NaN and inf in it too).
 /// `beta`/`alpha` are the argument positions of the two Scalars.
-fn add_scaled(lx: &mut Lower, args: &Args, product: Value, beta: usize, alpha: usize) -> Result<Value> {
+fn add_scaled(
+    lx: &mut Lower,
+    args: &Args,
+    product: Value,
+    beta: usize,
+    alpha: usize,
+) -> Result<Value> {
     let this = args.tensor(0)?;
     let acc = lx.dtype(product);
     let shape = lx.shape(product);
@@ -243,7 +268,7 @@ fn addmm(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 }
 
 /// _addmm_activation(self, mat1, mat2, *, beta, alpha, use_gelu): addmm then
-/// relu (or tanh-approximated gelu).
+/// relu (or gelu).
 fn addmm_activation(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let (a, b) = (args.tensor(1)?, args.tensor(2)?);
     let p = mm_acc(lx, a, b)?;
@@ -251,15 +276,10 @@ fn addmm_activation(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let r = add_scaled(lx, args, p, 3, 4)?;
     let gelu = args.bool_or(5, false)?;
     let out = if gelu {
-        // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        let x3 = lx.b.mul(r, r)?;
-        let x3 = lx.b.mul(x3, r)?;
-        let c = lx.full_like(r, 0.044715)?;
-        let t = lx.b.mul(x3, c)?;
-        let t = lx.b.add(r, t)?;
-        let k = lx.full_like(r, (2.0 / std::f64::consts::PI).sqrt())?;
-        let t = lx.b.mul(t, k)?;
-        let t = lx.b.tanh(t)?;
+        // Exact (erf) gelu, as PyTorch's CPU kernel: 0.5 x (1 + erf(x / sqrt 2)).
+        let k = lx.full_like(r, std::f64::consts::FRAC_1_SQRT_2)?;
+        let t = lx.b.mul(r, k)?;
+        let t = lx.b.erf(t)?;
         let one = lx.full_like(r, 1.0)?;
         let t = lx.b.add(t, one)?;
         let half = lx.full_like(r, 0.5)?;
@@ -381,12 +401,45 @@ fn addr(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let (a, b) = (args.tensor(1)?, args.tensor(2)?);
     let p = outer_acc(lx, a, b)?;
     let this = args.tensor(0)?;
-    let dtype = crate::promote::promote_types(this.dtype, crate::promote::promote_types(a.dtype, b.dtype));
+    let dtype =
+        crate::promote::promote_types(this.dtype, crate::promote::promote_types(a.dtype, b.dtype));
     if dtype == DType::Bool {
         // Bool addr: (beta and self) or (alpha and outer).
-        bail!(NotImplemented, "{}: addr is not lowered for bool tensors on tpu", lx.op);
+        bail!(
+            NotImplemented,
+            "{}: addr is not lowered for bool tensors on tpu",
+            lx.op
+        );
     }
     let p = lx.cast(p, acc_type(dtype))?;
     let r = add_scaled(lx, args, p, 3, 4)?;
     finish(lx, r, dtype)
+}
+
+/// trace(self): the sum of the main diagonal of a matrix (integers give int64).
+fn trace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let t = args.tensor(0)?;
+    if t.shape.len() != 2 {
+        bail!(
+            Runtime,
+            "{}: trace: expected a matrix, but got tensor with dim {}",
+            lx.op,
+            t.shape.len()
+        );
+    }
+    supported(lx, "trace", t.dtype)?;
+    let out_dtype = if t.dtype.is_float() {
+        t.dtype
+    } else {
+        DType::I64
+    };
+    let acc = acc_type(out_dtype);
+    let v = lx.cast(t.value, acc)?;
+    let r = lx.b.iota(DType::I64, &t.shape, 0)?;
+    let c = lx.b.iota(DType::I64, &t.shape, 1)?;
+    let on = lx.b.compare(r, c, CompareDir::Eq)?;
+    let zero = lx.full(acc, 0.0, &t.shape)?;
+    let d = lx.b.select(on, v, zero)?;
+    let s = lx.b.reduce_sum(d, &[0, 1])?;
+    finish(lx, s, out_dtype)
 }

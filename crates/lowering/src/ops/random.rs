@@ -67,9 +67,14 @@ fn uniforms(lx: &mut Lower, shape: &[i64], k: i64, dtype: DType) -> Result<Value
         return lx.full(ct, 0.0, &full);
     }
     let dg = digits(dtype);
-    let (bits_ty, width): (DType, u32) = if ct == DType::F64 { (DType::U64, 64) } else { (DType::U32, 32) };
+    let (bits_ty, width): (DType, u32) = if ct == DType::F64 {
+        (DType::U64, 64)
+    } else {
+        (DType::U32, 32)
+    };
     let state = lx.rng_state((n as u64) * (width as u64 / 32));
-    let (_, bits) = lx.b.rng_bit_generator(RngAlgorithm::ThreeFry, state, &full, bits_ty)?;
+    let (_, bits) =
+        lx.b.rng_bit_generator(RngAlgorithm::ThreeFry, state, &full, bits_ty)?;
     let sh = lx.full(bits_ty, (width - dg) as f64, &full)?;
     let top = lx.b.shift_right_logical(bits, sh)?;
     let f = lx.b.convert(top, ct)?;
@@ -84,7 +89,10 @@ fn words(lx: &mut Lower, shape: &[i64]) -> Result<Value> {
         return lx.full(DType::U64, 0.0, shape);
     }
     let state = lx.rng_state(n as u64 * 2);
-    Ok(lx.b.rng_bit_generator(RngAlgorithm::ThreeFry, state, shape, DType::U64)?.1)
+    Ok(lx
+        .b
+        .rng_bit_generator(RngAlgorithm::ThreeFry, state, shape, DType::U64)?
+        .1)
 }
 
 fn need_float(lx: &Lower, kernel: &str, d: DType) -> Result<()> {
@@ -113,7 +121,11 @@ fn uniform(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     need_float(lx, "uniform_", t.dtype)?;
     let (from, to) = (args.float_or(1, 0.0)?, args.float_or(2, 1.0)?);
     if from > to {
-        bail!(Runtime, "{}: uniform_ expects to return a [from, to) range, but found from={from} > to={to}", lx.op);
+        bail!(
+            Runtime,
+            "{}: uniform_ expects to return a [from, to) range, but found from={from} > to={to}",
+            lx.op
+        );
     }
     let u = uniforms(lx, &t.shape, 1, t.dtype)?;
     let v = affine(lx, u, to - from, from)?;
@@ -157,7 +169,11 @@ fn normal_inplace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     need_float(lx, "normal_kernel_cpu", t.dtype)?;
     let (mean, std) = (args.float_or(1, 0.0)?, args.float_or(2, 1.0)?);
     if std < 0.0 {
-        bail!(Runtime, "{}: normal expects std >= 0.0, but found std {std}", lx.op);
+        bail!(
+            Runtime,
+            "{}: normal expects std >= 0.0, but found std {std}",
+            lx.op
+        );
     }
     let z = standard_normal(lx, &t.shape, t.dtype)?;
     let v = affine(lx, z, std, mean)?;
@@ -173,7 +189,11 @@ fn normal_tensors(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         (Some(a), Some(b)) => crate::promote::promote_types(a.dtype, b.dtype),
         (Some(a), None) => a.dtype,
         (None, Some(b)) => b.dtype,
-        (None, None) => bail!(NotImplemented, "{}: normal with two numbers and a size is not lowered", lx.op),
+        (None, None) => bail!(
+            NotImplemented,
+            "{}: normal with two numbers and a size is not lowered",
+            lx.op
+        ),
     };
     need_float(lx, "normal", dtype)?;
     let shape = lx.b.broadcast_shapes(&mean.shape, &std.shape)?;
@@ -222,14 +242,21 @@ fn random(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
     let overload = lx.op.split_once('.').map(|(_, o)| o).unwrap_or("");
     let (from, to) = if overload.starts_with("from") {
-        (args.int(1)?, args.opt_int(2)?.unwrap_or(default_to(t.dtype)))
+        (
+            args.int(1)?,
+            args.opt_int(2)?.unwrap_or(default_to(t.dtype)),
+        )
     } else if overload.starts_with("to") {
         (0, args.int(1)?)
     } else {
         (0, default_to(t.dtype))
     };
     if from >= to {
-        bail!(Runtime, "{}: random_ expects 'from' to be less than 'to', but got from={from} >= to={to}", lx.op);
+        bail!(
+            Runtime,
+            "{}: random_ expects 'from' to be less than 'to', but got from={from} >= to={to}",
+            lx.op
+        );
     }
     let range = (to as i128 - from as i128) as u64;
     let w = words(lx, &t.shape)?;
@@ -248,21 +275,36 @@ fn random(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 /// bernoulli.Tensor / bernoulli_.Tensor (tensor p broadcast to self).
 fn bernoulli(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
-    let ct = if t.dtype == DType::F64 { DType::F64 } else { DType::F32 };
+    let ct = if t.dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let p = match args.get(1) {
         crate::args::Arg::Float(p) => {
             if !(0.0..=1.0).contains(p) {
-                bail!(Runtime, "{}: bernoulli_ expects p to be in [0, 1], but got p={p}", lx.op);
+                bail!(
+                    Runtime,
+                    "{}: bernoulli_ expects p to be in [0, 1], but got p={p}",
+                    lx.op
+                );
             }
             lx.full(ct, *p, &t.shape)?
         }
         crate::args::Arg::Tensor(p) => {
-            let pt = if p.dtype == DType::F64 { DType::F64 } else { ct };
+            let pt = if p.dtype == DType::F64 {
+                DType::F64
+            } else {
+                ct
+            };
             let v = lx.cast(p.value, pt)?;
             let v = lx.b.broadcast_to(v, &t.shape).map_err(|_| {
                 crate::error::LowerError::new(
                     crate::error::ErrorKind::Runtime,
-                    format!("{}: p of shape {:?} cannot broadcast to self of shape {:?}", lx.op, p.shape, t.shape),
+                    format!(
+                        "{}: p of shape {:?} cannot broadcast to self of shape {:?}",
+                        lx.op, p.shape, t.shape
+                    ),
                 )
             })?;
             lx.cast(v, ct)?
@@ -283,7 +325,11 @@ fn exponential(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     need_float(lx, "exponential_cpu", t.dtype)?;
     let lambd = args.float_or(1, 1.0)?;
     if lambd <= 0.0 {
-        bail!(Runtime, "{}: exponential_ expects lambda > 0.0, but found lambda={lambd}", lx.op);
+        bail!(
+            Runtime,
+            "{}: exponential_ expects lambda > 0.0, but found lambda={lambd}",
+            lx.op
+        );
     }
     let u = uniforms(lx, &t.shape, 1, t.dtype)?;
     let nu = lx.b.neg(u)?;
@@ -297,7 +343,11 @@ fn geometric(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
     let p = args.float(1)?;
     if !(p > 0.0 && p < 1.0) {
-        bail!(Runtime, "{}: geometric_ expects p to be in (0, 1), but got p={p}", lx.op);
+        bail!(
+            Runtime,
+            "{}: geometric_ expects p to be in (0, 1), but got p={p}",
+            lx.op
+        );
     }
     let u = uniforms(lx, &t.shape, 1, DType::F64)?;
     let nu = lx.b.neg(u)?;
@@ -315,7 +365,11 @@ fn log_normal(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     need_float(lx, "log_normal_cpu", t.dtype)?;
     let (mean, std) = (args.float_or(1, 1.0)?, args.float_or(2, 2.0)?);
     if std <= 0.0 {
-        bail!(Runtime, "{}: log_normal_ expects std > 0.0, but found std={std}", lx.op);
+        bail!(
+            Runtime,
+            "{}: log_normal_ expects std > 0.0, but found std={std}",
+            lx.op
+        );
     }
     let z = standard_normal(lx, &t.shape, t.dtype)?;
     let v = affine(lx, z, std, mean)?;
@@ -347,7 +401,9 @@ fn randperm(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         idx
     } else {
         let keys = words(lx, &shape)?;
-        let sorted = lx.b.sort(&[keys, idx], 0, true, |b, a| Ok(b.compare(a[0], a[1], CompareDir::Lt)?))?;
+        let sorted = lx.b.sort(&[keys, idx], 0, true, |b, a| {
+            b.compare(a[0], a[1], CompareDir::Lt)
+        })?;
         sorted[1]
     };
     let dtype = if lx.op.ends_with("out") {

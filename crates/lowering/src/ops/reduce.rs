@@ -17,29 +17,29 @@ use crate::promote::result_type;
 use crate::table::OpEntry;
 
 pub const OPS: &[OpEntry] = &[
-    op!("sum", sum),
-    op!("nansum", nansum),
+    op!("sum", |lx, a| sum_like(lx, a, false, false)),
+    op!("nansum", |lx, a| sum_like(lx, a, true, false)),
     op!("mean", mean),
-    op!("prod", prod),
-    op!("max", max),
-    op!("min", min),
-    op!("amax", amax),
-    op!("amin", amin),
+    op!("prod", |lx, a| sum_like(lx, a, false, true)),
+    op!("max", |lx, a| max_min(lx, a, true)),
+    op!("min", |lx, a| max_min(lx, a, false)),
+    op!("amax", |lx, a| amax_amin(lx, a, true)),
+    op!("amin", |lx, a| amax_amin(lx, a, false)),
     op!("aminmax", aminmax),
-    op!("argmax", argmax),
-    op!("argmin", argmin),
-    op!("var", var),
-    op!("std", std),
-    op!("var_mean", var_mean),
-    op!("std_mean", std_mean),
+    op!("argmax", |lx, a| arg_max_min(lx, a, true)),
+    op!("argmin", |lx, a| arg_max_min(lx, a, false)),
+    op!("var", |lx, a| Ok(vec![moments(lx, a, false)?.0])),
+    op!("std", |lx, a| Ok(vec![moments(lx, a, true)?.0])),
+    op!("var_mean", |lx, a| moments(lx, a, false).map(|(v, m)| vec![v, m])),
+    op!("std_mean", |lx, a| moments(lx, a, true).map(|(v, m)| vec![v, m])),
     op!("logsumexp", logsumexp),
-    op!("all", all),
-    op!("any", any),
+    op!("all", |lx, a| all_any(lx, a, true)),
+    op!("any", |lx, a| all_any(lx, a, false)),
     op!("count_nonzero", count_nonzero),
     op!("norm", norm, static),
     op!("linalg_vector_norm", linalg_vector_norm, static),
-    op!("cumsum", cumsum),
-    op!("cumprod", cumprod),
+    op!("cumsum", |lx, a| scan(lx, a, false)),
+    op!("cumprod", |lx, a| scan(lx, a, true)),
 ];
 
 /// The overload of "aten::name.overload" ("" for the default one).
@@ -136,7 +136,7 @@ fn sum_like(lx: &mut Lower, args: &Args, nan_to_zero: bool, product: bool) -> Re
     let (dims, keepdim, dtype) = if product && !matches!(overload(lx.op), "" | "out") {
         (Some(vec![args.int(1)?]), args.bool_or(2, false)?, args.opt_dtype(3)?)
     } else {
-        dims_keep_dtype(args, &["", "out"], lx.op)?
+        dims_keep_dtype(args, if nan_to_zero { &[] } else { &["", "out"] }, lx.op)?
     };
     let out = dtype.unwrap_or(if t.dtype.is_float() { t.dtype } else { DType::I64 });
     let dims = reduce_dims(lx, dims, t.shape.len(), true)?;
@@ -150,18 +150,6 @@ fn sum_like(lx: &mut Lower, args: &Args, nan_to_zero: bool, product: bool) -> Re
     let r = if product { lx.b.reduce_prod(x, &dims)? } else { lx.b.reduce_sum(x, &dims)? };
     let r = lx.cast(r, out)?;
     Ok(vec![keep(lx, r, &t.shape, &dims, keepdim)?])
-}
-
-fn sum(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    sum_like(lx, args, false, false)
-}
-
-fn nansum(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    sum_like(lx, args, true, false)
-}
-
-fn prod(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    sum_like(lx, args, false, true)
 }
 
 fn mean(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
@@ -199,6 +187,23 @@ fn extreme(b: &mut Builder, d: DType, lowest: bool) -> Value {
         _ => (i64::MIN, i64::MAX),
     };
     b.constant_i64(d, if lowest { lo } else { hi })
+}
+
+/// Max (or min) over `dims` that propagates NaN like PyTorch. (XLA CPU's
+/// `reduce` with a `maximum` body drops NaNs, so floats use an explicit
+/// compare-and-select body.)
+pub(crate) fn reduce_extreme(lx: &mut Lower, v: Value, dims: &[i64], is_max: bool) -> Result<Value> {
+    let dt = lx.dtype(v);
+    if !dt.is_float() {
+        return Ok(if is_max { lx.b.reduce_max(v, dims)? } else { lx.b.reduce_min(v, dims)? });
+    }
+    let init = extreme(lx.b, dt, is_max);
+    Ok(lx.b.reduce(&[v], &[init], dims, |b, l, r| {
+        let better = b.compare(l[0], r[0], if is_max { CompareDir::Gt } else { CompareDir::Lt })?;
+        let nan = b.compare(l[0], l[0], CompareDir::Ne)?;
+        let take_l = b.or(better, nan)?;
+        Ok(vec![b.select(take_l, l[0], r[0])?])
+    })?[0])
 }
 
 /// (values, int64 indices) of the max/min along `dim`, NaN counting as the
@@ -265,7 +270,7 @@ fn max_min(lx: &mut Lower, args: &Args, is_max: bool) -> Result<Vec<Value>> {
                 empty_dim(lx, name, &t.shape, &[])?;
             }
             let dims: Vec<i64> = (0..t.shape.len() as i64).collect();
-            let r = if is_max { lx.b.reduce_max(t.value, &dims)? } else { lx.b.reduce_min(t.value, &dims)? };
+            let r = reduce_extreme(lx, t.value, &dims, is_max)?;
             Ok(vec![r])
         }
         _ => {
@@ -304,14 +309,6 @@ fn dim_reduce(
     Ok((keep(lx, v, shape, &dims, keepdim)?, keep(lx, i, shape, &dims, keepdim)?))
 }
 
-fn max(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    max_min(lx, args, true)
-}
-
-fn min(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    max_min(lx, args, false)
-}
-
 fn amax_amin(lx: &mut Lower, args: &Args, is_max: bool) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
     let dims = reduce_dims(lx, args.opt_ints(1)?, t.shape.len(), true)?;
@@ -319,16 +316,8 @@ fn amax_amin(lx: &mut Lower, args: &Args, is_max: bool) -> Result<Vec<Value>> {
     if t.shape.contains(&0) {
         empty_dim(lx, if is_max { "amax" } else { "amin" }, &t.shape, &dims)?;
     }
-    let r = if is_max { lx.b.reduce_max(t.value, &dims)? } else { lx.b.reduce_min(t.value, &dims)? };
+    let r = reduce_extreme(lx, t.value, &dims, is_max)?;
     Ok(vec![keep(lx, r, &t.shape, &dims, keepdim)?])
-}
-
-fn amax(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    amax_amin(lx, args, true)
-}
-
-fn amin(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    amax_amin(lx, args, false)
 }
 
 /// aminmax(self, *, dim?, keepdim) -> (min, max)
@@ -343,8 +332,8 @@ fn aminmax(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     if t.shape.contains(&0) {
         empty_dim(lx, "aminmax", &t.shape, &dims)?;
     }
-    let lo = lx.b.reduce_min(t.value, &dims)?;
-    let hi = lx.b.reduce_max(t.value, &dims)?;
+    let lo = reduce_extreme(lx, t.value, &dims, false)?;
+    let hi = reduce_extreme(lx, t.value, &dims, true)?;
     Ok(vec![keep(lx, lo, &t.shape, &dims, keepdim)?, keep(lx, hi, &t.shape, &dims, keepdim)?])
 }
 
@@ -356,22 +345,19 @@ fn arg_max_min(lx: &mut Lower, args: &Args, is_max: bool) -> Result<Vec<Value>> 
     };
     let keepdim = args.bool_or(2, false)?;
     let name = if is_max { "argmax" } else { "argmin" };
+    if t.dtype == DType::Bool {
+        bail!(NotImplemented, "{}: {name}(): does not support bool input", lx.op);
+    }
     let (_, i) = dim_reduce(lx, &t.value, &t.shape, dim, keepdim, is_max, name)?;
     Ok(vec![i])
-}
-
-fn argmax(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    arg_max_min(lx, args, true)
-}
-
-fn argmin(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    arg_max_min(lx, args, false)
 }
 
 /// var/std(/_mean) over all their overloads. Returns (var or std, mean).
 fn moments(lx: &mut Lower, args: &Args, sqrt: bool) -> Result<(Value, Value)> {
     let t = args.tensor(0)?.clone();
-    not_float(lx, "std and var only support floating point and complex dtypes", t.dtype)?;
+    if !t.dtype.is_float() {
+        bail!(NotImplemented, "{}: std and var only support floating point and complex dtypes", lx.op);
+    }
     let (dims, correction, keepdim) = match overload(lx.op) {
         "" => (None, None, false),
         "correction" | "correction_out" => (args.opt_ints(1)?, Some(args.opt_scalar(2)), args.bool_or(3, false)?),
@@ -412,29 +398,11 @@ fn moments(lx: &mut Lower, args: &Args, sqrt: bool) -> Result<(Value, Value)> {
     Ok((keep(lx, v, &t.shape, &dims, keepdim)?, keep(lx, mean, &t.shape, &dims, keepdim)?))
 }
 
-fn var(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    Ok(vec![moments(lx, args, false)?.0])
-}
-
-fn std(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    Ok(vec![moments(lx, args, true)?.0])
-}
-
-fn var_mean(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    let (v, m) = moments(lx, args, false)?;
-    Ok(vec![v, m])
-}
-
-fn std_mean(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    let (v, m) = moments(lx, args, true)?;
-    Ok(vec![v, m])
-}
-
 /// log(sum(exp(x - m))) + m over `dims` of an accumulation-dtype `x`, with
 /// infinite maxima replaced by 0 (as PyTorch does).
 pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<Value> {
     let shape = lx.shape(x);
-    let m = lx.b.reduce_max(x, dims)?;
+    let m = reduce_extreme(lx, x, dims, true)?;
     let am = lx.b.abs(m)?;
     let inf = lx.full_like(m, f64::INFINITY)?;
     let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
@@ -475,14 +443,6 @@ fn all_any(lx: &mut Lower, args: &Args, is_all: bool) -> Result<Vec<Value>> {
     Ok(vec![keep(lx, r, &t.shape, &dims, keepdim)?])
 }
 
-fn all(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    all_any(lx, args, true)
-}
-
-fn any(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    all_any(lx, args, false)
-}
-
 /// count_nonzero(self, dim?) / .dim_IntList(self, dims) -> int64
 fn count_nonzero(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
@@ -502,9 +462,9 @@ fn vector_norm(lx: &mut Lower, x: Value, p: f64, dims: &[i64], out: DType) -> Re
     let x = lx.cast(x, acc(out))?;
     let a = lx.b.abs(x)?;
     let r = if p == f64::INFINITY {
-        lx.b.reduce_max(a, dims)?
+        reduce_extreme(lx, a, dims, true)?
     } else if p == f64::NEG_INFINITY {
-        lx.b.reduce_min(a, dims)?
+        reduce_extreme(lx, a, dims, false)?
     } else if p == 0.0 {
         let nz = lx.cast(a, DType::Bool)?;
         let nz = lx.cast(nz, acc(out))?;
@@ -603,12 +563,4 @@ fn scan(lx: &mut Lower, args: &Args, product: bool) -> Result<Vec<Value>> {
         Ok(vec![if product { b.mul(l[0], r[0])? } else { b.add(l[0], r[0])? }])
     })?[0];
     Ok(vec![lx.cast(r, out)?])
-}
-
-fn cumsum(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    scan(lx, args, false)
-}
-
-fn cumprod(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    scan(lx, args, true)
 }

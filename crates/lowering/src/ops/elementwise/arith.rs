@@ -259,40 +259,40 @@ pub(crate) fn torch_dtype(d: DType) -> String {
 
 // ---- Args-level lowerings ----
 
-pub(super) fn add(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn add(lx: &mut Lower, args: &Args) -> R {
     let alpha = opt_operand(args, 2)?;
     Ok(vec![add_ops(lx, &args.operand(0)?, &args.operand(1)?, alpha.as_ref(), false)?])
 }
 
-pub(super) fn sub(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn sub(lx: &mut Lower, args: &Args) -> R {
     let alpha = opt_operand(args, 2)?;
     Ok(vec![add_ops(lx, &args.operand(0)?, &args.operand(1)?, alpha.as_ref(), true)?])
 }
 
 /// rsub(self, other, alpha): `other - alpha * self`.
-pub(super) fn rsub(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn rsub(lx: &mut Lower, args: &Args) -> R {
     let alpha = opt_operand(args, 2)?;
     Ok(vec![add_ops(lx, &args.operand(1)?, &args.operand(0)?, alpha.as_ref(), true)?])
 }
 
-pub(super) fn mul(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn mul(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![mul_ops(lx, &args.operand(0)?, &args.operand(1)?)?])
 }
 
-pub(super) fn div(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn div(lx: &mut Lower, args: &Args) -> R {
     let mode = args.opt_str(2).map(str::to_string);
     Ok(vec![div_ops(lx, &args.operand(0)?, &args.operand(1)?, mode.as_deref())?])
 }
 
-pub(super) fn floor_divide(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn floor_divide(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![div_ops(lx, &args.operand(0)?, &args.operand(1)?, Some("floor"))?])
 }
 
-pub(super) fn remainder(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn remainder(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![remainder_ops(lx, &args.operand(0)?, &args.operand(1)?)?])
 }
 
-pub(super) fn fmod(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn fmod(lx: &mut Lower, args: &Args) -> R {
     let (a, b) = (args.operand(0)?, args.operand(1)?);
     let out = result_type(&[&a, &b]);
     if out == DType::Bool {
@@ -301,12 +301,12 @@ pub(super) fn fmod(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![compute(lx, &[&a, &b], out, |lx, v| Ok(lx.b.rem(v[0], v[1])?))?])
 }
 
-pub(super) fn pow(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn pow(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![pow_ops(lx, &args.operand(0)?, &args.operand(1)?)?])
 }
 
 /// float_power: pow computed and returned in float64.
-pub(super) fn float_power(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn float_power(lx: &mut Lower, args: &Args) -> R {
     let (a, b) = (args.operand(0)?, args.operand(1)?);
     Ok(vec![compute(lx, &[&a, &b], DType::F64, |lx, v| Ok(lx.b.pow(v[0], v[1])?))?])
 }
@@ -329,41 +329,41 @@ fn min_max(lx: &mut Lower, args: &Args, max: bool, ignore_nan: bool) -> R {
     })?])
 }
 
-pub(super) fn maximum(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn maximum(lx: &mut Lower, args: &Args) -> R {
     min_max(lx, args, true, false)
 }
-pub(super) fn minimum(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn minimum(lx: &mut Lower, args: &Args) -> R {
     min_max(lx, args, false, false)
 }
-pub(super) fn fmax(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn fmax(lx: &mut Lower, args: &Args) -> R {
     min_max(lx, args, true, true)
 }
-pub(super) fn fmin(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn fmin(lx: &mut Lower, args: &Args) -> R {
     min_max(lx, args, false, true)
 }
 
 /// clamp(self, min=None, max=None), Scalar or Tensor bounds.
-pub(super) fn clamp(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn clamp(lx: &mut Lower, args: &Args) -> R {
     let (lo, hi) = (opt_operand(args, 1)?, opt_operand(args, 2)?);
     Ok(vec![clamp_ops(lx, &args.operand(0)?, lo.as_ref(), hi.as_ref())?])
 }
-pub(super) fn clamp_min(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn clamp_min(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![clamp_ops(lx, &args.operand(0)?, Some(&args.operand(1)?), None)?])
 }
-pub(super) fn clamp_max(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn clamp_max(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![clamp_ops(lx, &args.operand(0)?, None, Some(&args.operand(1)?))?])
 }
 
-pub(super) fn lerp(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn lerp(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![lerp_ops(lx, &args.operand(0)?, &args.operand(1)?, &args.operand(2)?)?])
 }
 
-pub(super) fn addcmul(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn addcmul(lx: &mut Lower, args: &Args) -> R {
     let value = opt_operand(args, 3)?;
     Ok(vec![addc_ops(lx, &args.operand(0)?, &args.operand(1)?, &args.operand(2)?, value.as_ref(), false)?])
 }
 
-pub(super) fn addcdiv(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn addcdiv(lx: &mut Lower, args: &Args) -> R {
     let value = opt_operand(args, 3)?;
     Ok(vec![addc_ops(lx, &args.operand(0)?, &args.operand(1)?, &args.operand(2)?, value.as_ref(), true)?])
 }
@@ -375,11 +375,11 @@ fn float_binary(lx: &mut Lower, args: &Args, f: fn(&mut Lower, Value, Value) -> 
     Ok(vec![compute(lx, &[&a, &b], out, |lx, v| f(lx, v[0], v[1]))?])
 }
 
-pub(super) fn atan2(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn atan2(lx: &mut Lower, args: &Args) -> R {
     float_binary(lx, args, |lx, a, b| Ok(lx.b.atan2(a, b)?))
 }
 
-pub(super) fn hypot(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn hypot(lx: &mut Lower, args: &Args) -> R {
     let (a, b) = (args.operand(0)?, args.operand(1)?);
     let out = result_type(&[&a, &b]);
     if !out.is_float() {
@@ -394,7 +394,7 @@ pub(super) fn hypot(lx: &mut Lower, args: &Args) -> R {
 }
 
 /// The magnitude of a with the sign bit of b.
-pub(super) fn copysign(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn copysign(lx: &mut Lower, args: &Args) -> R {
     float_binary(lx, args, |lx, a, b| {
         let d = lx.dtype(a);
         let (it, min) = match d {
@@ -415,7 +415,7 @@ pub(super) fn copysign(lx: &mut Lower, args: &Args) -> R {
 }
 
 /// `x * log(y)`, 0 where x == 0 (unless y is NaN).
-pub(super) fn xlogy(lx: &mut Lower, args: &Args) -> R {
+pub(crate) fn xlogy(lx: &mut Lower, args: &Args) -> R {
     float_binary(lx, args, |lx, x, y| {
         let lg = lx.b.log(y)?;
         let p = lx.b.mul(x, lg)?;
