@@ -143,6 +143,8 @@ void tpu_engine_reset_peak(int32_t device_index);
 // The CPU fallback: whether it is on, and counting a use (returns 1 the
 // first time an op falls back, so the glue warns once per op).
 int32_t tpu_engine_fallback_enabled(void);
+// Whether the lowering table has "aten::name.overload".
+int32_t tpu_engine_has_lowering(const char* op_name);
 int32_t tpu_engine_note_fallback(const char* op_name);
 
 // ---- implemented by the C++ glue, called by the engine --------------------
@@ -153,6 +155,9 @@ void tpu_glue_generator_next(void* generator, int32_t device_index, uint64_t inc
 
 // The default generator of a device, for torch.tpu.manual_seed and the
 // get/set_rng_state pair (state = seed, offset).
+// Registers the engine kernel explicitly for PrivateUse1 on every lowered op
+// whose name starts with `prefix` (e.g. "_foreach_"); see tpu_fallback.cpp.
+int64_t tpu_glue_register_engine_kernels(const char* prefix);
 void tpu_glue_manual_seed(int32_t device_index, uint64_t seed);
 uint64_t tpu_glue_initial_seed(int32_t device_index);
 void tpu_glue_get_state(int32_t device_index, uint64_t* seed, uint64_t* offset);

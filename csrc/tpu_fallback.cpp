@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -72,9 +73,19 @@ struct Marshal {
       a.tensors = tensor_lists.back().data();
       a.len = static_cast<int64_t>(list.size());
     } else if (v.isOptionalTensorList()) {
+      // Index lists (index, index_put_): like CUDA, CPU indices are moved
+      // to the device.
       std::vector<TpuTensor> ts;
-      for (const c10::IValue& e : v.toListRef())
-        ts.push_back(e.isTensor() ? tensor(e.toTensor()) : tensor(at::Tensor()));
+      for (const c10::IValue& e : v.toListRef()) {
+        if (!e.isTensor() || !e.toTensor().defined()) {
+          ts.push_back(tensor(at::Tensor()));
+        } else if (e.toTensor().device().type() != kTpu) {
+          keep_alive.push_back(e.toTensor().to(c10::Device(kTpu, current_device())));
+          ts.push_back(tensor(keep_alive.back()));
+        } else {
+          ts.push_back(tensor(e.toTensor()));
+        }
+      }
       tensor_lists.push_back(std::move(ts));
       a.kind = TPU_ARG_TENSOR_LIST;
       a.tensors = tensor_lists.back().data();
@@ -91,6 +102,26 @@ struct Marshal {
     } else if (v.isBoolList()) {
       std::vector<int64_t> xs;
       for (bool b : v.toBoolList()) xs.push_back(b);
+      int_lists.push_back(std::move(xs));
+      a.kind = TPU_ARG_BOOL_LIST;
+      a.ints = int_lists.back().data();
+      a.len = static_cast<int64_t>(int_lists.back().size());
+    } else if (v.isList() && !v.isIntList() && !v.toListRef().empty() &&
+               std::any_of(v.toListRef().begin(), v.toListRef().end(),
+                           [](const c10::IValue& e) { return e.isDouble(); })) {
+      // A number list with floats in it (Scalar[] such as [2, 3.5]).
+      std::vector<double> xs;
+      for (const c10::IValue& e : v.toListRef())
+        xs.push_back(e.isDouble() ? e.toDouble() : e.isBool() ? double(e.toBool()) : double(e.toInt()));
+      float_lists.push_back(std::move(xs));
+      a.kind = TPU_ARG_FLOAT_LIST;
+      a.floats = float_lists.back().data();
+      a.len = static_cast<int64_t>(float_lists.back().size());
+    } else if (v.isList() && !v.isIntList() && !v.toListRef().empty() &&
+               std::all_of(v.toListRef().begin(), v.toListRef().end(),
+                           [](const c10::IValue& e) { return e.isBool(); })) {
+      std::vector<int64_t> xs;
+      for (const c10::IValue& e : v.toListRef()) xs.push_back(e.toBool());
       int_lists.push_back(std::move(xs));
       a.kind = TPU_ARG_BOOL_LIST;
       a.ints = int_lists.back().data();
@@ -146,6 +177,8 @@ at::Tensor wrap_new_tensor(const TpuNewTensor& n) {
   return t;
 }
 
+}  // namespace
+
 void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto nargs = schema.arguments().size();
@@ -160,9 +193,12 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const auto* alias = arg.alias_info();
     // 1: a mutated input (self of add_, running stats); 2: an out= argument.
     m.add(ivalues[i], alias != nullptr && alias->isWrite() ? (arg.kwarg_only() ? 2 : 1) : 0);
+    // Scalar, Scalar? and Scalar[] values are runtime inputs, not attributes.
     auto type = arg.real_type();
     if (type->kind() == c10::TypeKind::OptionalType)
       type = type->castRaw<c10::OptionalType>()->getElementType();
+    if (type->kind() == c10::TypeKind::ListType)
+      type = type->castRaw<c10::ListType>()->getElementType();
     m.args.back().is_scalar_param = type->kind() == c10::TypeKind::NumberType;
   }
   const auto& returns = schema.returns();
@@ -235,10 +271,32 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
-}  // namespace
-
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&engine_kernel>());
 }
 
 }  // namespace torch_tpu
+
+// Ops that PyTorch implements for every backend as a composite (the
+// `_foreach_*` family loops over tensors one op at a time) never reach the
+// fallback. Registering the engine kernel for them explicitly lets the
+// engine run each such call as one program. Called once at import, after
+// all of torch's operators are registered; returns how many were taken.
+extern "C" int64_t tpu_glue_register_engine_kernels(const char* prefix) {
+  static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  int64_t n = 0;
+  const std::string want = std::string("aten::") + prefix;
+  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind(want, 0) != 0) continue;
+    std::string full = name.name;
+    if (!name.overload_name.empty()) full += "." + name.overload_name;
+    if (!tpu_engine_has_lowering(full.c_str())) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    std::string impl = name.name.substr(6);
+    if (!name.overload_name.empty()) impl += "." + name.overload_name;
+    lib.impl(impl.c_str(), torch::CppFunction::makeFromBoxedFunction<&torch_tpu::engine_kernel>());
+    ++n;
+  }
+  return n;
+}

@@ -251,3 +251,23 @@ def test_dropout_reproducible_and_modes():
     assert mask.dtype == torch.bool and bool(mask.all().cpu())
     out, mask = torch.native_dropout(make((8,), torch.bfloat16).to("tpu"), 0.25, True)
     assert out.dtype == torch.bfloat16 and mask.dtype == torch.bool
+
+
+@pytest.mark.parametrize(
+    "fn,args",
+    [
+        (lambda t: F.softmax(t, -1), [torch.randint(0, 3, (3, 4))]),
+        (lambda t: F.mse_loss(t, t), [torch.randint(0, 3, (3, 4))]),
+        (lambda t: torch.native_dropout(t, 0.5, True), [torch.randint(0, 3, (3, 4))]),
+        (lambda t: F.batch_norm(t, None, None, training=True), [torch.randn(3)]),
+        (lambda t: F.layer_norm(t, (5,)), [torch.randn(3, 4)]),
+        (lambda t, u: F.nll_loss(t, u), [torch.randn(3, 4), torch.tensor([0.0, 1, 2])]),
+    ],
+    ids=["softmax_int", "mse_int", "dropout_int", "batch_norm_1d", "layer_norm_shape", "nll_float_target"],
+)
+def test_error_types(fn, args):
+    with pytest.raises(Exception) as cpu:
+        fn(*args)
+    with pytest.raises(Exception) as tpu:
+        fn(*[a.to("tpu") for a in args])
+    assert tpu.type is cpu.type, f"{tpu.value!r} vs CPU {cpu.value!r}"

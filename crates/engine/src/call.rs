@@ -44,6 +44,9 @@ pub enum CallValue<'a> {
     /// A runtime number: a Python scalar (dtype f64/i64/bool) or a 0-dim CPU
     /// tensor (`from_tensor`).
     Scalar { dtype: DType, f: f64, i: i64, from_tensor: bool },
+    /// A `Scalar[]` argument: runtime values too (optimizer step sizes
+    /// change every step), as (float, int) pairs of one dtype.
+    ScalarList { dtype: DType, values: Vec<(f64, i64)> },
     Int(i64),
     Float(f64),
     Bool(bool),

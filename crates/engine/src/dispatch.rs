@@ -7,7 +7,7 @@ use std::time::Instant;
 use stablehlo::DType;
 
 use crate::cache::{hash_key, Compiled};
-use crate::call::{Call, CallValue};
+use crate::call::{Call, CallArg, CallValue};
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::metrics::Metrics;
 use crate::mode::{self, Mode};
@@ -107,7 +107,15 @@ pub fn run(call: &Call) -> Result<Vec<RetValue>> {
     let engine = engine()?;
     let slots = collect_slots(call);
     let device = call.device();
-    let sig = signature(call, &slots, entry.static_scalars);
+    let mut sig = signature(call, &slots, entry.static_scalars);
+    let dynamic_size = match entry.size {
+        Some(size) => {
+            let n = data_dependent_size(engine, call, entry, size)?;
+            sig.push(n);
+            Some(n)
+        }
+        None => None,
+    };
     let hash = hash_key(call.op, &sig);
     let compiled = match engine.cache.get(hash, call.op, &sig) {
         Some(c) => {
@@ -115,7 +123,7 @@ pub fn run(call: &Call) -> Result<Vec<RetValue>> {
             c
         }
         None => {
-            let c = Arc::new(compile(engine, call, &slots, entry)?);
+            let c = Arc::new(compile(engine, call, &slots, entry, dynamic_size)?);
             engine.cache.insert(hash, call.op, sig, c.clone());
             c
         }
@@ -155,8 +163,43 @@ fn with_context(call: &Call, e: EngineError) -> EngineError {
     EngineError { message: format!("{}: {} (inputs: {})", call.op, e.message, call.describe()), ..e }
 }
 
-fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntry) -> Result<Compiled> {
-    let program = build(call, slots, entry).map_err(|e| with_context(call, e))?;
+/// Runs an op's `size` lowering and reads the count back (a host sync).
+fn data_dependent_size(engine: &Engine, call: &Call, entry: &lowering::OpEntry, size: lowering::table::LowerFn) -> Result<i64> {
+    let op = format!("{}#size", call.op);
+    // The count reads the inputs only: out= arguments are left out.
+    let args = call
+        .args
+        .iter()
+        .map(|a| if a.write == 2 { CallArg { value: CallValue::None, write: 0 } } else { CallArg { value: a.value.clone(), write: 0 } })
+        .collect();
+    let size_call = Call { op: &op, args, ret_alias: vec![-1], ret_kind: vec![crate::call::RET_NUMBER] };
+    let size_entry = lowering::OpEntry { name: entry.name, lower: size, static_scalars: entry.static_scalars, size: None };
+    let slots = collect_slots(&size_call);
+    let sig = signature(&size_call, &slots, size_entry.static_scalars);
+    let hash = hash_key(&op, &sig);
+    let compiled = match engine.cache.get(hash, &op, &sig) {
+        Some(c) => c,
+        None => {
+            let c = Arc::new(compile(engine, &size_call, &slots, &size_entry, None)?);
+            engine.cache.insert(hash, &op, sig, c.clone());
+            c
+        }
+    };
+    engine.metrics.host_sync("data-dependent output size (nonzero, masked_select)");
+    match execute(engine, &size_call, &slots, &compiled, size_call.device())?.into_iter().next() {
+        Some(RetValue::Int(n)) => Ok(n),
+        _ => Err(EngineError::runtime(format!("{}: the size program returned no count (internal error)", call.op))),
+    }
+}
+
+fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size: Option<i64>) -> Result<Compiled> {
+    let program = build(call, slots, entry, dynamic_size).map_err(|e| {
+        let mut e = with_context(call, e);
+        // A lowering that cannot handle these arguments (e.g. a data-
+        // dependent shape) counts as unlowered: the CPU fallback may take it.
+        e.not_lowered |= e.kind == ErrorKind::NotImplemented;
+        e
+    })?;
     let reason = if engine.cache.has_op(call.op) { "new shapes or attributes" } else { "new op" };
     let start = Instant::now();
     // Portable executables: one compile serves every device.
@@ -223,6 +266,21 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
                     engine.device(device)?,
                 )?),
                 _ => return Err(EngineError::runtime("internal error: host input is not a host tensor")),
+            },
+            Input::ScalarList { arg, dtype } => match &call.args[*arg].value {
+                CallValue::ScalarList { values, .. } => {
+                    let bytes: Vec<u8> = values
+                        .iter()
+                        .flat_map(|(f, i)| crate::scalars::scalar_bytes(*dtype, *f, *i))
+                        .collect();
+                    Arc::new(engine.client.buffer_from_host(
+                        &bytes,
+                        element_type(*dtype),
+                        &[values.len() as i64],
+                        engine.device(device)?,
+                    )?)
+                }
+                _ => return Err(EngineError::runtime("internal error: scalar list input is not a list")),
             },
             Input::Rng { count } => {
                 let generator = call

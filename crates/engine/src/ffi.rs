@@ -241,7 +241,12 @@ unsafe fn tensor_ref<'a>(t: &TpuTensor, op: &str) -> Result<TensorRef<'a>> {
 fn accepts_host_tensors(op: &str) -> bool {
     let base = op.strip_prefix("aten::").unwrap_or(op);
     let base = base.split('.').next().unwrap_or(base);
-    matches!(base, "index" | "index_put" | "index_put_" | "_index_put_impl_" | "_index_put_impl")
+    matches!(
+        base,
+        "index" | "index_put" | "index_put_" | "_index_put_impl_" | "_index_put_impl"
+            // torch requires the per-tensor `scalars` of these on the CPU
+            | "_foreach_addcmul" | "_foreach_addcmul_" | "_foreach_addcdiv" | "_foreach_addcdiv_"
+    )
 }
 
 unsafe fn host_tensor<'a>(t: &TpuTensor, op: &str) -> Result<CallValue<'a>> {
@@ -297,6 +302,18 @@ unsafe fn call_value<'a>(a: &TpuArg, op: &str) -> Result<CallValue<'a>> {
         ARG_INT => CallValue::Int(a.i),
         ARG_FLOAT => CallValue::Float(a.f),
         ARG_BOOL => CallValue::Bool(a.i != 0),
+        ARG_INT_LIST if a.is_scalar_param != 0 => CallValue::ScalarList {
+            dtype: DType::I64,
+            values: slice(a.ints, a.len).iter().map(|&i| (i as f64, i)).collect(),
+        },
+        ARG_FLOAT_LIST if a.is_scalar_param != 0 => CallValue::ScalarList {
+            dtype: DType::F64,
+            values: slice(a.floats, a.len).iter().map(|&f| (f, f as i64)).collect(),
+        },
+        ARG_BOOL_LIST if a.is_scalar_param != 0 => CallValue::ScalarList {
+            dtype: DType::Bool,
+            values: slice(a.ints, a.len).iter().map(|&i| (i as f64, i)).collect(),
+        },
         ARG_INT_LIST => CallValue::IntList(slice(a.ints, a.len).to_vec()),
         ARG_FLOAT_LIST => CallValue::FloatList(slice(a.floats, a.len).to_vec()),
         ARG_BOOL_LIST => CallValue::BoolList(slice(a.ints, a.len).iter().map(|x| *x != 0).collect()),
@@ -315,6 +332,25 @@ unsafe fn call_value<'a>(a: &TpuArg, op: &str) -> Result<CallValue<'a>> {
             CStr::from_ptr(a.str_).to_string_lossy().into_owned()
         }),
     })
+}
+
+/// Ops whose schema does not mark arguments they update in place:
+/// native_batch_norm(input, weight, bias, running_mean, running_var,
+/// training, ...) updates the running statistics when training.
+fn mark_hidden_mutations(op: &str, args: &mut [CallArg]) {
+    let base = op.strip_prefix("aten::").unwrap_or(op);
+    if base == "native_batch_norm" || base == "native_batch_norm.out" {
+        let training = matches!(args.get(5).map(|a| &a.value), Some(CallValue::Bool(true)));
+        if training {
+            for i in [3, 4] {
+                if let Some(a) = args.get_mut(i) {
+                    if matches!(a.value, CallValue::Tensor(_)) {
+                        a.write = 1;
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn push_tensor(arena: &mut Arena, t: NewTensor) -> i64 {
@@ -350,6 +386,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
         for a in slice(args, nargs) {
             call_args.push(CallArg { value: call_value(a, op)?, write: a.is_write.clamp(0, 2) as u8 });
         }
+        mark_hidden_mutations(op, &mut call_args);
         let call = Call {
             op,
             args: call_args,
@@ -454,6 +491,12 @@ pub static FALLBACK: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::
 #[no_mangle]
 pub extern "C" fn tpu_engine_fallback_enabled() -> i32 {
     fallback_enabled() as i32
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn tpu_engine_has_lowering(op_name: *const c_char) -> i32 {
+    let op = CStr::from_ptr(op_name).to_string_lossy();
+    lowering::lookup(&op).is_some() as i32
 }
 
 #[no_mangle]

@@ -26,6 +26,8 @@ pub enum Input {
     Scalar { arg: usize, dtype: DType },
     /// A CPU tensor argument uploaded as is.
     Host { arg: usize },
+    /// The values of the `Scalar[]` argument at `arg`, as a 1-D array.
+    ScalarList { arg: usize, dtype: DType },
     /// (seed, offset) of the op's generator; `count` values are drawn.
     Rng { count: u64 },
 }
@@ -157,6 +159,12 @@ pub fn signature(call: &Call, slots: &Slots, static_scalars: bool) -> Vec<i64> {
                     sig.push(if dtype.is_float() { f.to_bits() as i64 } else { *i });
                 }
             }
+            CallValue::ScalarList { dtype, values } => {
+                sig.extend([15, dtype_code(*dtype), values.len() as i64]);
+                if static_scalars {
+                    sig.extend(values.iter().map(|(f, i)| if dtype.is_float() { f.to_bits() as i64 } else { *i }));
+                }
+            }
             CallValue::Int(v) => sig.extend([5, *v]),
             CallValue::Float(v) => sig.extend([6, v.to_bits() as i64]),
             CallValue::Bool(v) => sig.extend([7, *v as i64]),
@@ -192,7 +200,7 @@ fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
 }
 
 /// Builds the program of a call (on a cache miss).
-pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry) -> Result<Program> {
+pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size: Option<i64>) -> Result<Program> {
     let mut b = Builder::new();
     let mut inputs = Vec::new();
 
@@ -288,6 +296,22 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry) -> Result<Pr
                     literal: if dtype.is_float() { *f } else { *i as f64 },
                 })
             }
+            CallValue::ScalarList { dtype, values } => {
+                inputs.push(Input::ScalarList { arg: ai, dtype: *dtype });
+                let all = b.arg(TensorType::new(*dtype, [values.len() as i64]));
+                let mut list = Vec::with_capacity(values.len());
+                for (k, (f, i)) in values.iter().enumerate() {
+                    let one = b.slice(all, &[k as i64], &[k as i64 + 1], &[1])?;
+                    let value = b.reshape(one, &[])?;
+                    list.push(ScalarArg {
+                        value,
+                        dtype: *dtype,
+                        from_tensor: false,
+                        literal: if dtype.is_float() { *f } else { *i as f64 },
+                    });
+                }
+                Arg::ScalarList(list)
+            }
             CallValue::Int(v) => Arg::Int(*v),
             CallValue::Float(v) => Arg::Float(*v),
             CallValue::Bool(v) => Arg::Bool(*v),
@@ -303,6 +327,7 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry) -> Result<Pr
     }
 
     let mut lx = Lower::new(&mut b, call.op);
+    lx.dynamic_size = dynamic_size;
     let values = (entry.lower)(&mut lx, &largs)?;
     let checks = std::mem::take(&mut lx.checks);
     let list_len = lx.list_len;

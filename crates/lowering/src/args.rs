@@ -38,6 +38,8 @@ pub enum Arg {
     /// Entries are None for missing optional tensors (e.g. `index.Tensor`).
     TensorList(Vec<Option<TensorArg>>),
     Scalar(ScalarArg),
+    /// A `Scalar[]`: runtime values, like Scalar.
+    ScalarList(Vec<ScalarArg>),
     Int(i64),
     Float(f64),
     Bool(bool),

@@ -16,11 +16,13 @@ pub struct Lower<'a> {
     pub rng: Option<(Value, u64)>,
     /// For ops returning a Tensor[]: how many of the values form the list.
     pub list_len: Option<usize>,
+    /// The data-dependent output size, for ops with a `size` lowering.
+    pub dynamic_size: Option<i64>,
 }
 
 impl<'a> Lower<'a> {
     pub fn new(b: &'a mut Builder, op: &'a str) -> Self {
-        Lower { b, op, checks: Vec::new(), rng: None, list_len: None }
+        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None }
     }
 
     /// Records a deferred check: `bad` (a rank-0 i1 value) true raises

@@ -20,16 +20,24 @@ pub struct OpEntry {
     /// The lowering reads Scalar arguments' values (e.g. arange's bounds),
     /// so they become part of the cache key instead of runtime inputs.
     pub static_scalars: bool,
+    /// For ops whose output shape depends on values (nonzero,
+    /// masked_select): a lowering computing that size as one rank-0 i64.
+    /// The engine runs it first, reads it back (a host sync, as CUDA
+    /// does), and hands it to `lower` as `Lower::dynamic_size`.
+    pub size: Option<LowerFn>,
 }
 
 /// A row of the table: `op!("relu", relu)` or `op!("arange", arange, static)`.
 #[macro_export]
 macro_rules! op {
     ($name:expr, $f:expr) => {
-        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false }
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: None }
     };
     ($name:expr, $f:expr, static) => {
-        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: true }
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: true, size: None }
+    };
+    ($name:expr, $f:expr, size = $s:expr) => {
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: Some($s) }
     };
 }
 

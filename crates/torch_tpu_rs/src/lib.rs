@@ -14,6 +14,7 @@ use engine::mode;
 extern "C" {
     fn tpu_glue_generator_next(generator: *mut c_void, device: i32, increment: u64, seed: *mut u64, offset: *mut u64);
     fn tpu_glue_manual_seed(device: i32, seed: u64);
+    fn tpu_glue_register_engine_kernels(prefix: *const std::ffi::c_char) -> i64;
     fn tpu_glue_initial_seed(device: i32) -> u64;
     fn tpu_glue_get_state(device: i32, seed: *mut u64, offset: *mut u64);
     fn tpu_glue_set_state(device: i32, seed: u64, offset: u64);
@@ -183,6 +184,13 @@ fn lowered_ops() -> Vec<&'static str> {
 #[pymodule]
 fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::dispatch::set_generator_hook(generator_next);
+    // Composites that would otherwise run one op at a time (the
+    // `_foreach_*` family loops per tensor; layer norm goes through batch
+    // norm): the engine takes them whole.
+    unsafe {
+        tpu_glue_register_engine_kernels(c"_foreach_".as_ptr());
+        tpu_glue_register_engine_kernels(c"native_layer_norm".as_ptr());
+    }
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(start_error, m)?)?;
     m.add_function(wrap_pyfunction!(platform_name, m)?)?;

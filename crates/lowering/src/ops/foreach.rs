@@ -127,6 +127,7 @@ fn list_len(lx: &Lower, args: &Args) -> Result<usize> {
     for (i, item) in args.items.iter().enumerate() {
         let len = match item {
             Arg::TensorList(ts) => ts.len(),
+            Arg::ScalarList(v) => v.len(),
             Arg::FloatList(v) => v.len(),
             Arg::IntList(v) => v.len(),
             Arg::BoolList(v) => v.len(),
@@ -183,6 +184,7 @@ fn per_element(lx: &mut Lower, args: &Args, single: LowerFn) -> R {
                     Some(t) => Arg::Tensor(t),
                     None => Arg::None,
                 },
+                Arg::ScalarList(v) => Arg::Scalar(v[i].clone()),
                 Arg::FloatList(v) => constant_scalar(lx, DType::F64, v[i], v[i] as i64),
                 Arg::IntList(v) => constant_scalar(lx, DType::I64, v[i] as f64, v[i]),
                 Arg::BoolList(v) => constant_scalar(lx, DType::Bool, v[i] as i32 as f64, v[i] as i64),

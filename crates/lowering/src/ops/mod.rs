@@ -3,6 +3,7 @@ use crate::table::OpEntry;
 
 mod activation;
 mod core;
+mod dynamic;
 mod elementwise;
 mod factory;
 mod foreach;
@@ -25,4 +26,5 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     factory::OPS,
     random::OPS,
     foreach::OPS,
+    dynamic::OPS,
 ];

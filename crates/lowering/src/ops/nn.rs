@@ -469,7 +469,8 @@ fn native_batch_norm(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let training = !no_training && args.bool_or(i, false)?;
     let (momentum, eps) = (args.float(i + 1)?, args.float(i + 2)?);
     if t.shape.len() < 2 {
-        bail!(Value, "{}: Expected 2D or more input (got {}D input)", lx.op, t.shape.len());
+        let r = t.shape.len().max(1) as i64;
+        bail!(Index, "{}: Dimension out of range (expected to be in range of [{}, {}], but got 1)", lx.op, -r, r - 1);
     }
     let dims: Vec<i64> = (0..t.shape.len() as i64).filter(|&d| d != 1).collect();
     let a = acc(t.dtype);
@@ -628,7 +629,9 @@ fn native_dropout(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         let ones = lx.full(DType::Bool, 1.0, &t.shape)?;
         return Ok(vec![t.value, ones]);
     }
-    float_only(lx, t.dtype)?;
+    if !t.dtype.is_float() {
+        bail!(Runtime, "{}: result type Float can't be cast to the desired output type {}", lx.op, dtypes::name(t.dtype));
+    }
     let state = lx.rng_state(n as u64);
     let (_, bits) = lx.b.rng_bit_generator(RngAlgorithm::ThreeFry, state, &t.shape, DType::U32)?;
     let eight = lx.b.splat_i64(DType::U32, 8, &t.shape)?;

@@ -1,0 +1,150 @@
+//! Ops whose output shape depends on the data: nonzero, masked_select.
+//!
+//! Each has a `size` lowering (how many elements are selected) that the
+//! engine runs and reads back first — a host sync, as on CUDA — and a main
+//! lowering that receives that count as `Lower::dynamic_size`.
+use stablehlo::{CompareDir, DType, ScatterDims, Value};
+
+use crate::args::Args;
+use crate::bail;
+use crate::ctx::Lower;
+use crate::error::Result;
+use crate::op;
+use crate::table::OpEntry;
+
+pub const OPS: &[OpEntry] = &[
+    op!("nonzero", nonzero, size = nonzero_count),
+    op!("masked_select", masked_select, size = masked_count),
+];
+
+/// Flat i1 mask of `v` (nonzero elements are true).
+fn flat_mask(lx: &mut Lower, v: Value) -> Result<Value> {
+    let n = lx.shape(v).iter().product::<i64>();
+    let flat = lx.b.reshape(v, &[n])?;
+    lx.cast(flat, DType::Bool)
+}
+
+fn count(lx: &mut Lower, mask: Value) -> Result<Value> {
+    let ones = lx.cast(mask, DType::I64)?;
+    Ok(lx.b.reduce_sum(ones, &[0])?)
+}
+
+/// Inclusive prefix sum of a 1-D i64 array in log2(n) shifted adds.
+fn prefix_sum(lx: &mut Lower, x: Value) -> Result<Value> {
+    let n = lx.shape(x)[0];
+    let mut acc = x;
+    let mut shift = 1;
+    while shift < n {
+        let zero = lx.b.constant_i64(DType::I64, 0);
+        let shifted = lx.b.pad(acc, zero, &[shift], &[0], &[0])?;
+        let shifted = lx.b.slice(shifted, &[0], &[n], &[1])?;
+        acc = lx.b.add(acc, shifted)?;
+        shift *= 2;
+    }
+    Ok(acc)
+}
+
+/// The flat positions of the true elements of `mask` (1-D i1 of n), in
+/// order, as a 1-D i64 array of `count` entries.
+fn true_positions(lx: &mut Lower, mask: Value, count: i64) -> Result<Value> {
+    let n = lx.shape(mask)[0];
+    let as_int = lx.cast(mask, DType::I64)?;
+    let rank = prefix_sum(lx, as_int)?;
+    let one = lx.full(DType::I64, 1.0, &[n])?;
+    let slot = lx.b.sub(rank, one)?;
+    // Unselected elements go to slot `count`, past the end: scatter drops them.
+    let past = lx.full(DType::I64, count as f64, &[n])?;
+    let slot = lx.b.select(mask, slot, past)?;
+    let slot = lx.b.reshape(slot, &[n, 1])?;
+    let positions = lx.b.iota(DType::I64, &[n], 0)?;
+    let init = lx.full(DType::I64, 0.0, &[count])?;
+    let dims = ScatterDims {
+        update_window_dims: vec![],
+        inserted_window_dims: vec![0],
+        input_batching_dims: vec![],
+        scatter_indices_batching_dims: vec![],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: 1,
+    };
+    Ok(lx.b.scatter(init, slot, positions, &dims, |_b, _cur, upd| Ok(vec![upd[0]]))?)
+}
+
+fn nonzero_count(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let t = args.tensor(0)?;
+    let mask = flat_mask(lx, t.value)?;
+    Ok(vec![count(lx, mask)?])
+}
+
+/// nonzero(self) -> [count, ndim] int64 coordinates, row-major order.
+fn nonzero(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let t = args.tensor(0)?.clone();
+    let Some(count) = lx.dynamic_size else { bail!(Runtime, "{}: size not computed (internal error)", lx.op) };
+    let mask = flat_mask(lx, t.value)?;
+    let flat = true_positions(lx, mask, count)?;
+    let rank = t.shape.len();
+    let mut columns = Vec::with_capacity(rank);
+    let mut stride = 1i64;
+    let mut strides = vec![1i64; rank];
+    for d in (0..rank).rev() {
+        strides[d] = stride;
+        stride *= t.shape[d];
+    }
+    for d in 0..rank {
+        let s = lx.full(DType::I64, strides[d] as f64, &[count])?;
+        let size = lx.full(DType::I64, t.shape[d] as f64, &[count])?;
+        let q = lx.b.div(flat, s)?;
+        let coord = lx.b.rem(q, size)?;
+        columns.push(lx.b.reshape(coord, &[count, 1])?);
+    }
+    if columns.is_empty() {
+        return Ok(vec![lx.full(DType::I64, 0.0, &[count, 0])?]);
+    }
+    Ok(vec![lx.b.concatenate(&columns, 1)?])
+}
+
+fn broadcast_pair(lx: &mut Lower, args: &Args) -> Result<(Value, Value)> {
+    let x = args.tensor(0)?.clone();
+    let m = args.tensor(1)?.clone();
+    if m.dtype != DType::Bool && m.dtype != DType::U8 {
+        bail!(Runtime, "{}: masked_select: expected BoolTensor for mask", lx.op);
+    }
+    let shape = lx.b.broadcast_shapes(&x.shape, &m.shape).map_err(|_| {
+        crate::error::LowerError::new(
+            crate::error::ErrorKind::Runtime,
+            format!(
+                "{}: The size of tensor a ({:?}) must match the size of tensor b ({:?})",
+                lx.op, x.shape, m.shape
+            ),
+        )
+    })?;
+    let xv = lx.expand(x.value, &shape)?;
+    let mv = lx.expand(m.value, &shape)?;
+    Ok((xv, mv))
+}
+
+fn masked_count(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let (_, m) = broadcast_pair(lx, args)?;
+    let mask = flat_mask(lx, m)?;
+    Ok(vec![count(lx, mask)?])
+}
+
+/// masked_select(self, mask) -> the selected elements, 1-D, row-major order.
+fn masked_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let Some(count) = lx.dynamic_size else { bail!(Runtime, "{}: size not computed (internal error)", lx.op) };
+    let (x, m) = broadcast_pair(lx, args)?;
+    let mask = flat_mask(lx, m)?;
+    let n = lx.shape(x).iter().product::<i64>();
+    let flat_x = lx.b.reshape(x, &[n])?;
+    let pos = true_positions(lx, mask, count)?;
+    let pos = lx.b.reshape(pos, &[count, 1])?;
+    let dims = stablehlo::GatherDims {
+        offset_dims: vec![],
+        collapsed_slice_dims: vec![0],
+        operand_batching_dims: vec![],
+        start_indices_batching_dims: vec![],
+        start_index_map: vec![0],
+        index_vector_dim: 1,
+    };
+    let _ = CompareDir::Ne;
+    Ok(vec![lx.b.gather(flat_x, pos, &dims, &[1], true)?])
+}
