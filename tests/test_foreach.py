@@ -21,7 +21,7 @@ def tensors(dtype=torch.float32, seed=0, positive=False):
 S = [2, -1, 1, 3]
 # A Scalar[] of floats reaches the engine as an unsupported "GenericList" (and a
 # mixed int/float list trips an internal assert in csrc's marshalling), so the
-# engine-path tests use ints; FLOAT_S is checked separately (xfail).
+# engine-path tests use ints; FLOAT_S (floats) is checked separately.
 FLOAT_S = [2.5, -1.0, 0.5, 3.0]
 F32_64_BF16 = [torch.float32, torch.float64, torch.bfloat16]
 
@@ -187,7 +187,6 @@ def test_norm_dtype():
     check("_foreach_norm", "Scalar", lambda a, b: ((a, 2), {"dtype": torch.float32}), tensors(torch.bfloat16), [])
 
 
-@pytest.mark.xfail(reason="csrc marshals a Scalar[] of floats as GenericList (unsupported)")
 @pytest.mark.parametrize(
     "name,overload,argfn",
     [
@@ -200,7 +199,6 @@ def test_float_scalarlist(name, overload, argfn):
     check(name, overload, argfn, tensors(), tensors(seed=1, positive=True))
 
 
-@pytest.mark.xfail(reason="csrc registers no PrivateUse1 kernel for _foreach_*; PyTorch's per-tensor loop runs instead")
 def test_real_foreach_op_is_one_program():
     a = to_tpu(tensors())
     before = torch_tpu_rs.metrics()["executions"]

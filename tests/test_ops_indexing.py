@@ -119,8 +119,6 @@ def test_advanced_index_out_of_range_and_bool():
         x[x > 0]
 
 
-@pytest.mark.xfail(reason="engine: a lowering's NotImplementedError does not hand the op to the CPU fallback, "
-                   "and index.Tensor_out cannot see its out= shape (the count nonzero computed)", strict=True)
 def test_bool_mask_getitem_with_cpu_fallback():
     x = torch.randn(4, 5)
     torch_tpu_rs._C.set_cpu_fallback(True)
