@@ -7,7 +7,7 @@
 //! attributes, which storages alias) and nothing else, so it is the cache key.
 use std::collections::HashMap;
 
-use lowering::views::{read_view, storage_as, write_view, ViewSpec};
+use lowering::views::{box_plan, read_view, storage_as, write_view, BoxPlan, ViewSpec};
 use lowering::{Arg, Args, ErrorKind, Lower, ScalarArg, TensorArg};
 use stablehlo::{Builder, DType, TensorType, Value};
 
@@ -192,9 +192,21 @@ pub fn signature(call: &Call, slots: &Slots, static_scalars: bool) -> Vec<i64> {
     sig
 }
 
+/// The box layout of a view (see lowering::views::box_plan), for its
+/// storage read in the view's dtype.
+pub fn view_box(t: &TensorRef) -> Option<BoxPlan> {
+    if t.is_whole() {
+        return None;
+    }
+    let n = (t.storage.nbytes / t.dtype.size_bytes()) as i64;
+    let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
+    box_plan(&spec, n, t.offset)
+}
+
 fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
     let (slot, t, _, _) = &slots.views[vi];
-    sig.extend([1, *slot as i64, dtype_code(t.dtype), t.wrapped as i64, t.is_whole() as i64, t.sizes.len() as i64]);
+    let boxed = view_box(t).is_some() as i64;
+    sig.extend([1, *slot as i64, dtype_code(t.dtype), t.wrapped as i64, t.is_whole() as i64, boxed, t.sizes.len() as i64]);
     sig.extend(&t.sizes);
     sig.extend(&t.strides);
 }
@@ -236,7 +248,8 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
         }
         let storage = typed_slot(&mut b, &slot_args, &mut typed, *slot, t.dtype)?;
         let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
-        view_values.push(Some(read_view(&mut b, storage, &spec, offset)?));
+        let plan = view_box(t);
+        view_values.push(Some(read_view(&mut b, storage, &spec, offset, plan.as_ref())?));
     }
 
     // Lowering arguments.
@@ -510,7 +523,7 @@ fn write_arg(
                 Some((v, d)) => storage_as(b, *v, *d, t.dtype)?,
                 None => typed_slot(b, slot_args, typed, *slot, t.dtype)?,
             };
-            write_view(b, base, &spec, view_offsets[vi], value)?
+            write_view(b, base, &spec, view_offsets[vi], value, view_box(t).as_ref())?
         };
         current.insert(*slot, (new_storage, t.dtype));
     }

@@ -63,6 +63,10 @@ fn reads_every_kind_of_view() {
         (&[3, 5], &[1, 0], 2),         // expanded
         (&[4], &[5], 1),               // step
         (&[2, 2], &[1, 1], 3),         // overlapping
+        (&[6, 2], &[4, 1], 1),         // x.view(6, 4)[:, 1:3]
+        (&[3, 2], &[8, 2], 1),         // x.view(3, 8)[:, 1::2][:, :2]
+        (&[2, 3, 2], &[12, 4, 1], 2),  // x.view(2, 3, 4)[..., 2:]
+        (&[2, 3], &[1, 8], 0),         // a transposed slice
     ];
     for (sizes, strides, offset) in cases {
         let v = view(&s, sizes, strides, *offset);
@@ -95,6 +99,35 @@ fn writes_into_a_strided_view_and_leaves_the_rest() {
     want[6] = -2.0;
     want[10] = -3.0;
     assert_eq!(read(&view(&s, &[12], &[1], 0)), want);
+}
+
+#[test]
+fn writes_into_a_box_slice() {
+    if !plugin_available() {
+        return;
+    }
+    let base: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    let s = f32_storage(&base);
+    let target = view(&s, &[6, 2], &[4, 1], 2); // x.view(6, 4)[:, 2:]
+    let src_vals: Vec<f32> = (0..12).map(|i| -(i as f32) - 1.0).collect();
+    let src = f32_storage(&src_vals);
+    let call = Call {
+        op: "aten::copy_",
+        args: vec![
+            CallArg { value: CallValue::Tensor(target), write: 1 },
+            CallArg { value: CallValue::Tensor(view(&src, &[6, 2], &[2, 1], 0)), write: 0 },
+        ],
+        ret_alias: vec![0],
+        ret_kind: vec![RET_TENSOR],
+    };
+    run(&call).expect("copy_");
+    let mut want = base.clone();
+    for r in 0..6 {
+        for c in 0..2 {
+            want[r * 4 + 2 + c] = src_vals[r * 2 + c];
+        }
+    }
+    assert_eq!(read(&view(&s, &[24], &[1], 0)), want);
 }
 
 #[test]

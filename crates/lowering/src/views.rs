@@ -126,9 +126,146 @@ fn permuted_block(view: &ViewSpec) -> Option<Vec<usize>> {
     Some(dims)
 }
 
+/// A strided view that is a box (with steps) inside the storage laid out as
+/// a row-major array: slices such as `x[:, 1:3]`, `x[..., ::2]`,
+/// `x[..., half:]`. Such views are read with one dynamic_slice and written
+/// with one dynamic_update_slice instead of an element-wise gather/scatter.
+///
+/// With the view's non-trivial dims sorted by stride s_0 > s_1 > ... >
+/// s_{k-1} (each dividing the one before), the storage, padded to `len`
+/// elements, is reshaped to `base` = [len/s_0, s_0/s_1, ..., s_{k-1}]; view
+/// dim i moves along base dim i, and the offset's mixed-radix digits are
+/// the start. Valid only when the box fits inside `base` for the actual
+/// offset, which is why the engine keys programs on [`box_plan`] being Some.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoxPlan {
+    /// View dims in stride order (size-1 and stride-0 dims left out).
+    pub dims: Vec<usize>,
+    pub strides: Vec<i64>,
+    pub base: Vec<i64>,
+    pub len: i64,
+}
+
+/// The box layout of a view over a storage of `n` elements at `offset`.
+pub fn box_plan(view: &ViewSpec, n: i64, offset: i64) -> Option<BoxPlan> {
+    let mut dims: Vec<usize> =
+        (0..view.sizes.len()).filter(|&d| view.sizes[d] != 1 && view.strides[d] != 0).collect();
+    if dims.is_empty() || view.strides.iter().any(|&s| s < 0) {
+        return None;
+    }
+    dims.sort_by(|&a, &b| view.strides[b].cmp(&view.strides[a]));
+    let strides: Vec<i64> = dims.iter().map(|&d| view.strides[d]).collect();
+    for w in strides.windows(2) {
+        if w[1] == w[0] || w[0] % w[1] != 0 {
+            return None;
+        }
+    }
+    let s0 = strides[0];
+    let len = ((n + s0 - 1) / s0).max(1) * s0;
+    let mut base = vec![len / s0];
+    for w in strides.windows(2) {
+        base.push(w[0] / w[1]);
+    }
+    base.push(*strides.last()?);
+    // Digits of the offset, and the box must fit without wrapping.
+    let mut rem = offset;
+    for (i, &st) in strides.iter().enumerate() {
+        let c = rem / st;
+        rem %= st;
+        if c + view.sizes[dims[i]] > base[i] {
+            return None;
+        }
+    }
+    Some(BoxPlan { dims, strides, base, len })
+}
+
+/// The box's start indices, computed in the program from the runtime offset.
+fn box_starts(b: &mut Builder, plan: &BoxPlan, offset: Option<Value>) -> Result<Vec<Value>> {
+    let Some(mut rem) = offset else {
+        return Ok((0..plan.base.len()).map(|_| b.constant_i64(DType::I64, 0)).collect());
+    };
+    let mut starts = Vec::with_capacity(plan.base.len());
+    for &st in &plan.strides {
+        let s = b.constant_i64(DType::I64, st);
+        starts.push(b.div(rem, s)?);
+        rem = b.rem(rem, s)?;
+    }
+    starts.push(rem);
+    Ok(starts)
+}
+
+fn boxed_storage(b: &mut Builder, storage: Value, plan: &BoxPlan) -> Result<Value> {
+    let n = b.ty(storage).shape[0];
+    let dtype = b.ty(storage).dtype;
+    let padded = if plan.len > n {
+        let zero = b.constant_f64(dtype, 0.0);
+        b.pad(storage, zero, &[0], &[plan.len - n], &[0])?
+    } else {
+        storage
+    };
+    Ok(b.reshape(padded, &plan.base)?)
+}
+
+fn read_box(b: &mut Builder, storage: Value, view: &ViewSpec, plan: &BoxPlan, offset: Option<Value>) -> Result<Value> {
+    let boxed = boxed_storage(b, storage, plan)?;
+    let starts = box_starts(b, plan, offset)?;
+    let mut sizes: Vec<i64> = plan.dims.iter().map(|&d| view.sizes[d]).collect();
+    sizes.push(1);
+    let block = b.dynamic_slice(boxed, &starts, &sizes)?;
+    sizes.pop();
+    let dense = b.reshape(block, &sizes)?;
+    // dense dim k is view dim dims[k]: transpose into increasing view order,
+    // then broadcast over the size-1 and stride-0 dims.
+    let mut sorted: Vec<(usize, usize)> = plan.dims.iter().enumerate().map(|(k, &d)| (d, k)).collect();
+    sorted.sort();
+    let perm: Vec<i64> = sorted.iter().map(|&(_, k)| k as i64).collect();
+    let transposed = b.transpose(dense, &perm)?;
+    let target: Vec<i64> = sorted.iter().map(|&(d, _)| d as i64).collect();
+    Ok(b.broadcast_in_dim(transposed, &view.sizes, &target)?)
+}
+
+fn write_box(
+    b: &mut Builder,
+    storage: Value,
+    view: &ViewSpec,
+    plan: &BoxPlan,
+    offset: Option<Value>,
+    value: Value,
+) -> Result<Value> {
+    let n = b.ty(storage).shape[0];
+    let boxed = boxed_storage(b, storage, plan)?;
+    let starts = box_starts(b, plan, offset)?;
+    // Drop the size-1 dims, order the rest by stride, add the unit last dim.
+    let kept: Vec<i64> = (0..view.sizes.len()).filter(|&d| view.sizes[d] != 1).map(|d| view.sizes[d]).collect();
+    let squeezed = b.reshape(value, &kept)?;
+    let kept_dims: Vec<usize> = (0..view.sizes.len()).filter(|&d| view.sizes[d] != 1).collect();
+    let perm: Vec<i64> = plan
+        .dims
+        .iter()
+        .map(|d| kept_dims.iter().position(|k| k == d).unwrap_or(0) as i64)
+        .collect();
+    let ordered = b.transpose(squeezed, &perm)?;
+    let mut sizes: Vec<i64> = plan.dims.iter().map(|&d| view.sizes[d]).collect();
+    sizes.push(1);
+    let update = b.reshape(ordered, &sizes)?;
+    let updated = b.dynamic_update_slice(boxed, update, &starts)?;
+    let flat = b.reshape(updated, &[plan.len])?;
+    if plan.len > n {
+        return Ok(b.slice(flat, &[0], &[n], &[1])?);
+    }
+    Ok(flat)
+}
+
 /// Reads the view (`view.dtype`, sizes, strides, offset) out of a 1-D storage
-/// buffer that already has the view's dtype (see [`storage_as`]).
-pub fn read_view(b: &mut Builder, storage: Value, view: &ViewSpec, offset: Option<Value>) -> Result<Value> {
+/// buffer that already has the view's dtype (see [`storage_as`]). `plan` is
+/// the view's [`box_plan`], if any.
+pub fn read_view(
+    b: &mut Builder,
+    storage: Value,
+    view: &ViewSpec,
+    offset: Option<Value>,
+    plan: Option<&BoxPlan>,
+) -> Result<Value> {
     let n = b.ty(storage).shape[0];
     let numel = view.numel();
     if numel == 0 {
@@ -164,6 +301,9 @@ pub fn read_view(b: &mut Builder, storage: Value, view: &ViewSpec, offset: Optio
         let target_dims: Vec<i64> = sorted.iter().map(|&(d, _)| d as i64).collect();
         return Ok(b.broadcast_in_dim(transposed, &view.sizes, &target_dims)?);
     }
+    if let Some(plan) = plan {
+        return read_box(b, storage, view, plan, offset);
+    }
     gather_view(b, storage, view, offset)
 }
 
@@ -175,6 +315,7 @@ pub fn write_view(
     view: &ViewSpec,
     offset: Option<Value>,
     value: Value,
+    plan: Option<&BoxPlan>,
 ) -> Result<Value> {
     let n = b.ty(storage).shape[0];
     let numel = view.numel();
@@ -191,6 +332,11 @@ pub fn write_view(
             None => b.constant_i64(DType::I64, 0),
         };
         return Ok(b.dynamic_update_slice(storage, flat, &[start])?);
+    }
+    if let Some(plan) = plan {
+        if !view.strides.contains(&0) {
+            return write_box(b, storage, view, plan, offset, value);
+        }
     }
     let idx = flat_indices(b, view, offset)?;
     let mut ishape = view.sizes.clone();
