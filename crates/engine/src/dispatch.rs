@@ -63,24 +63,37 @@ fn draw_random(generator: *mut c_void, device: i32, count: u64) -> (u64, u64) {
 
 const MAX_PENDING_CHECKS: usize = 4096;
 
-/// One output of each of the most recent executions. Executions may run
+/// Completion events of the most recent executions. Executions may run
 /// concurrently on the plugin's threads; waiting on all of these waits for
-/// everything still in flight (older work has long finished).
-static RECENT_OUTPUTS: Mutex<std::collections::VecDeque<Arc<pjrt::Buffer>>> =
+/// everything still in flight (older work has long finished). Events, not
+/// buffers: holding output buffers would keep their memory from being
+/// reused, which made a 64K-element op 4x slower.
+static RECENT_EVENTS: Mutex<std::collections::VecDeque<pjrt::Event>> =
     Mutex::new(std::collections::VecDeque::new());
 const RECENT_KEPT: usize = 32;
 
-fn note_output(buf: Arc<pjrt::Buffer>) {
-    let mut q = RECENT_OUTPUTS.lock().unwrap_or_else(|e| e.into_inner());
+fn note_output(buf: &pjrt::Buffer) {
+    let Ok(event) = buf.ready_event() else { return };
+    let mut q = RECENT_EVENTS.lock().unwrap_or_else(|e| e.into_inner());
     if q.len() >= RECENT_KEPT {
         q.pop_front();
     }
-    q.push_back(buf);
+    q.push_back(event);
 }
 
-/// Outputs of the most recent executions, to wait on.
-pub fn recent_outputs() -> Vec<Arc<pjrt::Buffer>> {
-    std::mem::take(&mut *RECENT_OUTPUTS.lock().unwrap_or_else(|e| e.into_inner())).into()
+/// Waits for the most recent executions; returns the first error.
+pub fn wait_recent() -> Result<()> {
+    let events = std::mem::take(&mut *RECENT_EVENTS.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut first = None;
+    for e in events {
+        if let Err(err) = e.await_ready() {
+            first.get_or_insert(err);
+        }
+    }
+    match first {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 pub fn not_lowered(call: &Call) -> EngineError {
@@ -200,10 +213,19 @@ fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntr
         e.not_lowered |= e.kind == ErrorKind::NotImplemented;
         e
     })?;
+    if let Ok(dir) = std::env::var("TORCH_TPU_DUMP_IR") {
+        // Debugging aid: every compiled program, one file per compile.
+        let n = Metrics::get(&engine.metrics.compiles);
+        let name = format!("{dir}/{n:05}-{}.mlir", call.op.replace("::", "_"));
+        let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(name, &program.text));
+    }
     let reason = if engine.cache.has_op(call.op) { "new shapes or attributes" } else { "new op" };
     let start = Instant::now();
     // Portable executables: one compile serves every device.
-    let executable = engine.client.compile(&program.text).map_err(|e| {
+    let executable = crate::compile_affinity::compile_single_core(&engine.platform, || {
+        engine.client.compile(&program.text)
+    })
+    .map_err(|e| {
         let mut msg = format!(
             "{}: XLA could not compile the lowered program (inputs: {}): {}",
             call.op,
@@ -305,7 +327,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
         });
     }
     let refs: Vec<&pjrt::Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
-    let target = Some(engine.device(device)?);
+    let target = if device == 0 { None } else { Some(engine.device(device)?) };
     let outs = compiled.executable.execute(&refs, target).map_err(|e| {
         EngineError::runtime(format!("{}: execution failed (inputs: {}): {}", call.op, call.describe(), e))
     })?;
@@ -341,7 +363,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
         }
     }
     if let Some(last) = outs.last() {
-        note_output(last.clone());
+        note_output(last);
     }
     for (o, buf) in program.outputs.iter().zip(&outs) {
         if let Output::Slot { slot, dtype } = o {

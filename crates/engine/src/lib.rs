@@ -7,6 +7,7 @@
 //! The host waits only when a value is needed (`transfer`, `sync`).
 pub mod cache;
 pub mod call;
+pub mod compile_affinity;
 pub mod dispatch;
 pub mod error;
 pub mod ffi;

@@ -127,7 +127,8 @@ pub fn signature(call: &Call, slots: &Slots, static_scalars: bool) -> Vec<i64> {
     for (slot, storage) in slots.storages.iter().enumerate() {
         let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
         let (dt, n) = slot_layout(storage, reader);
-        sig.extend([-1, dtype_code(dt), n, slot_is_read(slots, slot) as i64]);
+        let written = storage.state().buffer.is_some();
+        sig.extend([-1, dtype_code(dt), n, slot_is_read(slots, slot) as i64, written as i64]);
     }
     let mut vi = 0;
     for a in &call.args {
@@ -222,8 +223,14 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
         if slot_is_read(slots, slot) {
             let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
             let (dtype, n) = slot_layout(storage, reader);
-            let v = b.arg(TensorType::new(dtype, [n]));
-            inputs.push(Input::Slot { slot, dtype, n });
+            let v = if storage.state().buffer.is_some() {
+                inputs.push(Input::Slot { slot, dtype, n });
+                b.arg(TensorType::new(dtype, [n]))
+            } else {
+                // Never written (torch.empty): its contents are undefined, so
+                // zeros made in the program do, with no upload.
+                b.splat(dtype, 0.0, &[n])?
+            };
             slot_args.push(Some((v, dtype)));
         } else {
             slot_args.push(None);

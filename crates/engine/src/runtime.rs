@@ -12,6 +12,7 @@ pub struct Engine {
     pub client: Arc<pjrt::Client>,
     pub devices: Vec<pjrt::Device>,
     pub plugin_path: PathBuf,
+    pub platform: String,
     pub cache: Cache,
     pub metrics: Metrics,
     pub checks: PendingChecks,
@@ -43,7 +44,9 @@ fn start() -> std::result::Result<Engine, String> {
     if devices.is_empty() {
         return Err(format!("torch_tpu_rs: the PJRT plugin {} reports no devices", path.display()));
     }
+    let platform = client.platform_name();
     Ok(Engine {
+        platform,
         client,
         devices,
         plugin_path: path,

@@ -58,8 +58,5 @@ impl PendingChecks {
 pub fn synchronize(engine: &Engine, source: &str) -> Result<()> {
     engine.metrics.host_sync(source);
     engine.checks.drain()?;
-    for buf in crate::dispatch::recent_outputs() {
-        buf.ready()?;
-    }
-    Ok(())
+    crate::dispatch::wait_recent()
 }

@@ -15,6 +15,13 @@ use crate::types::{dense_byte_size, ElementType};
 
 /// A PJRT client. Create it with [`Client::new`]; it is destroyed when the
 /// last `Arc` (including those held by buffers and executables) goes away.
+/// The value of a client creation option.
+#[derive(Clone, Copy, Debug)]
+pub enum ClientOption {
+    Int(i64),
+    Bool(bool),
+}
+
 pub struct Client {
     api: Arc<Api>,
     pub(crate) raw: *mut ffi::PJRT_Client,
@@ -58,8 +65,37 @@ impl Client {
     /// Creates a client (`PJRT_Client_Create` with no options) and reads its
     /// platform name, version and addressable devices.
     pub fn new(api: Arc<Api>) -> Result<Arc<Client>> {
+        Self::with_options(api, &[])
+    }
+
+    /// A client created with plugin-specific options, e.g. the XLA CPU
+    /// plugin's `("cpu_device_count", Int(4))`. Unknown names are the
+    /// plugin's to reject.
+    pub fn with_options(api: Arc<Api>, options: &[(&str, ClientOption)]) -> Result<Arc<Client>> {
+        let mut named: Vec<ffi::PJRT_NamedValue> = Vec::with_capacity(options.len());
+        for (name, value) in options {
+            let mut nv: ffi::PJRT_NamedValue = ffi::PjrtArgs::new();
+            nv.name = name.as_ptr() as *const std::ffi::c_char;
+            nv.name_size = name.len();
+            match value {
+                ClientOption::Int(v) => {
+                    nv.type_ = 1; // PJRT_NamedValue_kInt64
+                    nv.value = ffi::PJRT_NamedValue_Value { int64_value: *v };
+                    nv.value_size = 1;
+                }
+                ClientOption::Bool(v) => {
+                    nv.type_ = 4; // PJRT_NamedValue_kBool
+                    nv.value = ffi::PJRT_NamedValue_Value { bool_value: *v };
+                    nv.value_size = 1;
+                }
+            }
+            named.push(nv);
+        }
         let mut args = ffi::PJRT_Client_Create_Args::new();
-        // SAFETY: valid argument struct; no options or callbacks.
+        args.create_options = if named.is_empty() { std::ptr::null() } else { named.as_ptr() };
+        args.num_options = named.len();
+        // SAFETY: valid argument struct; `named` and the option names outlive
+        // the call; no key-value callbacks.
         unsafe { pjrt_call!(&api, PJRT_Client_Create, &mut args) }?;
         if args.client.is_null() {
             return Err(Error::internal("PJRT_Client_Create returned a null client"));

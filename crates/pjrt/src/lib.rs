@@ -35,7 +35,7 @@ mod types;
 
 pub use api::{default_plugin_path, Api, NamedValue, CPU_PLUGIN_SUBPATH, PLUGIN_ENV_VAR};
 pub use buffer::Buffer;
-pub use client::{Client, DEVICE0_COMPILE_OPTIONS, PORTABLE_COMPILE_OPTIONS};
+pub use client::{Client, ClientOption, DEVICE0_COMPILE_OPTIONS, PORTABLE_COMPILE_OPTIONS};
 pub use device::Device;
 pub use error::{code, Error, Result};
 pub use event::Event;
