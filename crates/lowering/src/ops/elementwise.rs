@@ -38,7 +38,7 @@ pub const OPS: &[OpEntry] = &[
     op!("floor_divide", a::floor_divide),
     op!("remainder", a::remainder),
     op!("fmod", a::fmod),
-    op!("pow", a::pow),
+    op!("pow", a::pow, static),
     op!("float_power", a::float_power),
     op!("maximum", a::maximum),
     op!("minimum", a::minimum),

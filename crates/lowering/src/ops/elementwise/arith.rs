@@ -302,7 +302,35 @@ pub(crate) fn fmod(lx: &mut Lower, args: &Args) -> R {
 }
 
 pub(crate) fn pow(lx: &mut Lower, args: &Args) -> R {
-    Ok(vec![pow_ops(lx, &args.operand(0)?, &args.operand(1)?)?])
+    let (base, exp) = (args.operand(0)?, args.operand(1)?);
+    // The exponent's value is part of the cache key (the row is `static`),
+    // so the common literal exponents become plain multiplies and roots, as
+    // in torch's CPU kernel; a general pow is several times slower.
+    if let (Some(s), Ok(t)) = (args.opt_scalar(1), args.tensor(0)) {
+        if t.dtype.is_float() && !s.from_tensor {
+            // 16-bit floats compute in f32 and round once, as torch's CPU does.
+            let x = if t.dtype.size_bytes() == 2 { lx.cast(t.value, DType::F32)? } else { t.value };
+            let special = match s.literal {
+                1.0 => Some(x),
+                2.0 => Some(lx.b.mul(x, x)?),
+                3.0 => {
+                    let sq = lx.b.mul(x, x)?;
+                    Some(lx.b.mul(sq, x)?)
+                }
+                0.5 => Some(lx.b.sqrt(x)?),
+                -0.5 => Some(lx.b.rsqrt(x)?),
+                -1.0 => {
+                    let one = k(lx, x, 1.0)?;
+                    Some(lx.b.div(one, x)?)
+                }
+                _ => None,
+            };
+            if let Some(v) = special {
+                return Ok(vec![lx.cast(v, t.dtype)?]);
+            }
+        }
+    }
+    Ok(vec![pow_ops(lx, &base, &exp)?])
 }
 
 /// float_power: pow computed and returned in float64.
