@@ -25,6 +25,25 @@ impl TensorRef<'_> {
     pub fn is_contiguous(&self) -> bool {
         lowering::views::is_contiguous(&self.sizes, &self.strides)
     }
+    /// The view is at offset 0 and its elements, in some dimension order,
+    /// are exactly its storage (e.g. `w.t()` of a contiguous `w`): it is
+    /// read without an offset input, so XLA sees a plain transpose.
+    pub fn is_whole_permuted(&self) -> bool {
+        if self.offset != 0 || (self.numel() as usize) * self.dtype.size_bytes() != self.storage.nbytes {
+            return false;
+        }
+        let mut dims: Vec<usize> = (0..self.sizes.len()).filter(|&d| self.sizes[d] != 1).collect();
+        dims.sort_by(|&a, &b| self.strides[b].cmp(&self.strides[a]));
+        let mut expected = 1;
+        for &d in dims.iter().rev() {
+            if self.strides[d] != expected {
+                return false;
+            }
+            expected *= self.sizes[d];
+        }
+        true
+    }
+
     /// The view covers its whole storage, densely, from offset 0.
     pub fn is_whole(&self) -> bool {
         self.offset == 0

@@ -207,7 +207,16 @@ pub fn view_box(t: &TensorRef) -> Option<BoxPlan> {
 fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
     let (slot, t, _, _) = &slots.views[vi];
     let boxed = view_box(t).is_some() as i64;
-    sig.extend([1, *slot as i64, dtype_code(t.dtype), t.wrapped as i64, t.is_whole() as i64, boxed, t.sizes.len() as i64]);
+    sig.extend([
+        1,
+        *slot as i64,
+        dtype_code(t.dtype),
+        t.wrapped as i64,
+        t.is_whole() as i64,
+        t.is_whole_permuted() as i64,
+        boxed,
+        t.sizes.len() as i64,
+    ]);
     sig.extend(&t.sizes);
     sig.extend(&t.strides);
 }
@@ -242,7 +251,7 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
     let mut view_offsets: Vec<Option<Value>> = Vec::new();
     let mut view_values: Vec<Option<Value>> = Vec::new();
     for (vi, (slot, t, write, _)) in slots.views.iter().enumerate() {
-        let offset = if t.is_whole() {
+        let offset = if t.is_whole() || t.is_whole_permuted() {
             None
         } else {
             inputs.push(Input::Offset { view: vi });

@@ -287,11 +287,15 @@ pub fn read_view(
         // broadcast back to the view's dimension order.
         let block: Vec<i64> = order.iter().map(|&d| view.sizes[d]).collect();
         let span: i64 = block.iter().product();
-        let start = match offset {
-            Some(o) => o,
-            None => b.constant_i64(DType::I64, 0),
+        let flat = match offset {
+            // No offset and the block is the whole storage: no slice at all.
+            None if span == n => storage,
+            Some(o) => b.dynamic_slice(storage, &[o], &[span])?,
+            None => {
+                let zero = b.constant_i64(DType::I64, 0);
+                b.dynamic_slice(storage, &[zero], &[span])?
+            }
         };
-        let flat = b.dynamic_slice(storage, &[start], &[span])?;
         let dense = b.reshape(flat, &block)?;
         // dense dim k holds view dim order[k]; broadcast_in_dim maps it there.
         let mut sorted: Vec<(usize, usize)> = order.iter().enumerate().map(|(k, &d)| (d, k)).collect();
