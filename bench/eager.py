@@ -1,9 +1,9 @@
 """Eager-mode benchmark: prints one JSON object.
 
 tiny_op_us: median µs per `c = c + b` on 4 floats (N ops, synced at the
-end), for tpu and for PyTorch CPU eager. mlp/llama: training steps/s on tpu
-(Strict Eager) and on PyTorch CPU eager, measured in this same run, with the
-ratio tpu/cpu.
+end), for tpu (Strict Eager) and for PyTorch CPU eager. mlp/llama: training
+steps/s on tpu in Strict and Fused Eager and on PyTorch CPU eager, measured
+in this same run, with the ratios.
 """
 from __future__ import annotations
 
@@ -82,9 +82,16 @@ def main() -> None:
     result["tiny_op_us"] = {"tpu": round(tiny_op_us("tpu", args.ops, args.repeats), 2),
                             "cpu": round(tiny_op_us("cpu", args.ops, args.repeats), 2)}
     for name, (mk, batch, loss) in {"mlp": mlp, "llama": llama}.items():
-        tpu = steps_per_s(mk, batch, loss, "tpu", args.steps)
         cpu = steps_per_s(mk, batch, loss, "cpu", args.steps)
-        result[f"{name}_steps_per_s"] = {"tpu": round(tpu, 2), "cpu": round(cpu, 2), "ratio_tpu_over_cpu": round(tpu / cpu, 3)}
+        entry = {"cpu": round(cpu, 2)}
+        for mode in ["strict", "fused"]:
+            torch_tpu_rs.set_eager_mode(mode)
+            tpu = steps_per_s(mk, batch, loss, "tpu", args.steps)
+            entry[f"tpu_{mode}"] = round(tpu, 2)
+            entry[f"ratio_{mode}_over_cpu"] = round(tpu / cpu, 3)
+        entry["ratio_fused_over_strict"] = round(entry["tpu_fused"] / entry["tpu_strict"], 3)
+        result[f"{name}_steps_per_s"] = entry
+        torch_tpu_rs.set_eager_mode(args.mode)
     result["metrics"] = {k: v for k, v in torch_tpu_rs.metrics().items() if not isinstance(v, dict)}
     print(json.dumps(result, indent=2))
 

@@ -29,7 +29,9 @@ if torch._C._get_privateuse1_backend_name() != "tpu":
 from . import _C  # noqa: E402  (loads the C++ glue: allocator, guard, hooks, kernels)
 from . import device as _device_module  # noqa: E402
 from ._metrics import metrics, metrics_report  # noqa: E402
-from ._modes import get_eager_mode, set_eager_mode  # noqa: E402
+from ._modes import get_eager_mode, install_step_boundary_hook, set_eager_mode  # noqa: E402
+
+install_step_boundary_hook()
 
 if not hasattr(torch, "tpu"):
     torch._register_device_module("tpu", _device_module)

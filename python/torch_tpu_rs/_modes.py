@@ -1,14 +1,30 @@
-"""Eager modes: "strict" (default, asynchronous) and "debug" (synchronous,
-also TPU_LAUNCH_BLOCKING=1)."""
+"""Eager modes: "strict" (default, asynchronous, one program per op),
+"debug" (synchronous; also TPU_LAUNCH_BLOCKING=1) and "fused" (ops are
+recorded and run as one program when a value is needed; also
+TORCH_TPU_DEFER_AND_FUSE=1)."""
 from __future__ import annotations
 
 from . import _C
 
 
 def set_eager_mode(mode: str) -> None:
-    """Switches the eager mode: "strict" or "debug"."""
+    """Switches the eager mode: "strict", "debug" or "fused". Work recorded in
+    Fused Eager runs first, so switching in the middle of a program is safe."""
     _C.set_eager_mode(mode)
 
 
 def get_eager_mode() -> str:
     return _C.get_eager_mode()
+
+
+def _after_optimizer_step(optimizer, args, kwargs) -> None:
+    """The end of a training step is a natural graph boundary for Fused
+    Eager: flushing here makes every step the same program (zero compiles
+    in steady state). A no-op in the other modes."""
+    _C.step_boundary()
+
+
+def install_step_boundary_hook() -> None:
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(_after_optimizer_step)

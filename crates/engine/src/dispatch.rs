@@ -72,7 +72,7 @@ static RECENT_EVENTS: Mutex<std::collections::VecDeque<pjrt::Event>> =
     Mutex::new(std::collections::VecDeque::new());
 const RECENT_KEPT: usize = 32;
 
-fn note_output(buf: &pjrt::Buffer) {
+pub(crate) fn note_output(buf: &pjrt::Buffer) {
     let Ok(event) = buf.ready_event() else { return };
     let mut q = RECENT_EVENTS.lock().unwrap_or_else(|e| e.into_inner());
     if q.len() >= RECENT_KEPT {
@@ -113,11 +113,27 @@ pub fn not_lowered(call: &Call) -> EngineError {
 
 /// Runs the call and returns one value per schema return.
 pub fn run(call: &Call) -> Result<Vec<RetValue>> {
-    if let Some(rets) = share_buffer_copy(call) {
-        return Ok(rets);
+    run_in(call, mode::current() == Mode::Fused)
+}
+
+/// Runs the call now, whatever the mode (after any pending graph): for the
+/// engine's own helpers that need a buffer at once (host transfers).
+pub fn run_now(call: &Call) -> Result<Vec<RetValue>> {
+    run_in(call, false)
+}
+
+fn run_in(call: &Call, fused_mode: bool) -> Result<Vec<RetValue>> {
+    if !fused_mode && !crate::fused::has_pending() {
+        if let Some(rets) = share_buffer_copy(call) {
+            return Ok(rets);
+        }
     }
     let entry = lowering::lookup(call.op).ok_or_else(|| not_lowered(call))?;
     let engine = engine()?;
+    if fused_mode && crate::fused::fusible(call, entry) {
+        return crate::fused::record_op(engine, call, entry);
+    }
+    crate::fused::flush_if_pending(engine, if fused_mode { "op needing a value (.item(), data-dependent shape)" } else { "mode change" })?;
     let slots = collect_slots(call);
     let device = call.device();
     let mut sig = signature(call, &slots, entry.static_scalars);
@@ -221,10 +237,14 @@ fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntr
     }
     let reason = if engine.cache.has_op(call.op) { "new shapes or attributes" } else { "new op" };
     let start = Instant::now();
-    // Portable executables: one compile serves every device.
-    let executable = crate::compile_affinity::compile_single_core(&engine.platform, || {
-        engine.client.compile(&program.text)
-    })
+    // Portable executables: one compile serves every device. The disk cache
+    // may hand back one an earlier process compiled (then nothing compiles).
+    let (executable, from_disk) = crate::disk_cache::compile_cached(
+        engine,
+        &program.text,
+        pjrt::PORTABLE_COMPILE_OPTIONS,
+        || crate::compile_affinity::compile_single_core(&engine.platform, || engine.client.compile(&program.text)),
+    )
     .map_err(|e| {
         let mut msg = format!(
             "{}: XLA could not compile the lowered program (inputs: {}): {}",
@@ -239,9 +259,11 @@ fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntr
         EngineError::runtime(msg)
     })?;
     let m = &engine.metrics;
-    Metrics::inc(&m.compiles);
-    m.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-    Metrics::bump(&m.recompile_reasons, reason);
+    if !from_disk {
+        Metrics::inc(&m.compiles);
+        m.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        Metrics::bump(&m.recompile_reasons, reason);
+    }
     Ok(Compiled { program, executable })
 }
 
@@ -254,77 +276,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
     let program = &compiled.program;
     let mut bufs: Vec<Arc<pjrt::Buffer>> = Vec::with_capacity(program.inputs.len());
     for input in &program.inputs {
-        bufs.push(match input {
-            Input::Slot { slot, dtype, n } => {
-                let storage = slots.storages[*slot];
-                let st = storage.state();
-                match st.buffer {
-                    Some(b) if st.dtype == *dtype => b,
-                    Some(_) => {
-                        return Err(EngineError::runtime(format!(
-                            "{}: internal error: storage layout changed while the op ran",
-                            call.op
-                        )))
-                    }
-                    None => {
-                        let (dt, n2) = slot_layout(storage, *dtype);
-                        debug_assert_eq!((dt, n2), (*dtype, *n));
-                        let z = zeros(engine, *dtype, *n, storage.device)?;
-                        storage.set(z.clone(), *dtype);
-                        z
-                    }
-                }
-            }
-            Input::Offset { view } => scalar_buffer(engine, device, DType::I64, 0.0, slots.views[*view].1.offset)?,
-            Input::Scalar { arg, dtype } => match &call.args[*arg].value {
-                CallValue::Scalar { f, i, .. } => scalar_buffer(engine, device, *dtype, *f, *i)?,
-                _ => return Err(EngineError::runtime("internal error: scalar input is not a scalar")),
-            },
-            Input::Host { arg } => match &call.args[*arg].value {
-                CallValue::HostTensor { dtype, sizes, bytes } => Arc::new(engine.client.buffer_from_host(
-                    bytes,
-                    element_type(*dtype),
-                    sizes,
-                    engine.device(device)?,
-                )?),
-                _ => return Err(EngineError::runtime("internal error: host input is not a host tensor")),
-            },
-            Input::ScalarList { arg, dtype } => match &call.args[*arg].value {
-                CallValue::ScalarList { values, .. } => {
-                    let bytes: Vec<u8> = values
-                        .iter()
-                        .flat_map(|(f, i)| crate::scalars::scalar_bytes(*dtype, *f, *i))
-                        .collect();
-                    Arc::new(engine.client.buffer_from_host(
-                        &bytes,
-                        element_type(*dtype),
-                        &[values.len() as i64],
-                        engine.device(device)?,
-                    )?)
-                }
-                _ => return Err(EngineError::runtime("internal error: scalar list input is not a list")),
-            },
-            Input::Rng { count } => {
-                let generator = call
-                    .args
-                    .iter()
-                    .find_map(|a| match a.value {
-                        CallValue::Generator(p) => Some(p),
-                        _ => None,
-                    })
-                    .unwrap_or(std::ptr::null_mut());
-                let (seed, offset) = draw_random(generator, device, *count);
-                let mut bytes = Vec::with_capacity(16);
-                bytes.extend_from_slice(&seed.to_le_bytes());
-                bytes.extend_from_slice(&offset.to_le_bytes());
-                Arc::new(engine.client.buffer_from_host(
-                    &bytes,
-                    pjrt::ElementType::U64,
-                    &[2],
-                    engine.device(device)?,
-                )?)
-            }
-        });
+        bufs.push(resolve_input(engine, call, slots, input, device)?);
     }
     let refs: Vec<&pjrt::Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
     let target = if device == 0 { None } else { Some(engine.device(device)?) };
@@ -406,6 +358,81 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
         });
     }
     Ok(rets)
+}
+
+/// The buffer fed to one program input.
+pub fn resolve_input(engine: &Engine, call: &Call, slots: &Slots, input: &Input, device: i32) -> Result<Arc<pjrt::Buffer>> {
+    Ok(match input {
+        Input::Slot { slot, dtype, n } => {
+            let storage = slots.storages[*slot];
+            let st = storage.state();
+            match st.buffer {
+                Some(b) if st.dtype == *dtype => b,
+                Some(_) => {
+                    return Err(EngineError::runtime(format!(
+                        "{}: internal error: storage layout changed while the op ran",
+                        call.op
+                    )))
+                }
+                None => {
+                    let (dt, n2) = slot_layout(storage, *dtype);
+                    debug_assert_eq!((dt, n2), (*dtype, *n));
+                    let z = zeros(engine, *dtype, *n, storage.device)?;
+                    storage.set(z.clone(), *dtype);
+                    z
+                }
+            }
+        }
+        Input::Offset { view } => scalar_buffer(engine, device, DType::I64, 0.0, slots.views[*view].1.offset)?,
+        Input::Scalar { arg, dtype } => match &call.args[*arg].value {
+            CallValue::Scalar { f, i, .. } => scalar_buffer(engine, device, *dtype, *f, *i)?,
+            _ => return Err(EngineError::runtime("internal error: scalar input is not a scalar")),
+        },
+        Input::Host { arg } => match &call.args[*arg].value {
+            CallValue::HostTensor { dtype, sizes, bytes } => Arc::new(engine.client.buffer_from_host(
+                bytes,
+                element_type(*dtype),
+                sizes,
+                engine.device(device)?,
+            )?),
+            _ => return Err(EngineError::runtime("internal error: host input is not a host tensor")),
+        },
+        Input::ScalarList { arg, dtype } => match &call.args[*arg].value {
+            CallValue::ScalarList { values, .. } => {
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .flat_map(|(f, i)| crate::scalars::scalar_bytes(*dtype, *f, *i))
+                    .collect();
+                Arc::new(engine.client.buffer_from_host(
+                    &bytes,
+                    element_type(*dtype),
+                    &[values.len() as i64],
+                    engine.device(device)?,
+                )?)
+            }
+            _ => return Err(EngineError::runtime("internal error: scalar list input is not a list")),
+        },
+        Input::Rng { count } => {
+            let generator = call
+                .args
+                .iter()
+                .find_map(|a| match a.value {
+                    CallValue::Generator(p) => Some(p),
+                    _ => None,
+                })
+                .unwrap_or(std::ptr::null_mut());
+            let (seed, offset) = draw_random(generator, device, *count);
+            let mut bytes = Vec::with_capacity(16);
+            bytes.extend_from_slice(&seed.to_le_bytes());
+            bytes.extend_from_slice(&offset.to_le_bytes());
+            Arc::new(engine.client.buffer_from_host(
+                &bytes,
+                pjrt::ElementType::U64,
+                &[2],
+                engine.device(device)?,
+            )?)
+        }
+    })
 }
 
 /// Reads a rank-0 result to the host (`.item()`): a host sync.

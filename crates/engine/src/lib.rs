@@ -8,9 +8,11 @@
 pub mod cache;
 pub mod call;
 pub mod compile_affinity;
+pub mod disk_cache;
 pub mod dispatch;
 pub mod error;
 pub mod ffi;
+pub mod fused;
 pub mod metrics;
 pub mod mode;
 pub mod program;

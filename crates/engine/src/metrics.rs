@@ -9,8 +9,14 @@ pub struct Metrics {
     pub compiles: AtomicU64,
     pub compile_nanos: AtomicU64,
     pub cache_hits_memory: AtomicU64,
+    /// Executables loaded from the disk cache (disk_cache.rs) instead of compiled.
+    pub cache_hits_disk: AtomicU64,
+    /// Disk cache entries found unusable (deleted and recompiled).
+    pub cache_disk_corrupt: AtomicU64,
     pub executions: AtomicU64,
     pub host_syncs: AtomicU64,
+    pub graph_flushes: AtomicU64,
+    pub flush_reasons: Mutex<BTreeMap<String, u64>>,
     pub fallbacks: Mutex<BTreeMap<String, u64>>,
     pub recompile_reasons: Mutex<BTreeMap<String, u64>>,
     pub sync_sources: Mutex<BTreeMap<String, u64>>,

@@ -221,26 +221,78 @@ fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
     sig.extend(&t.strides);
 }
 
+/// How the storages of a call enter the program being built: as arguments
+/// (Strict and Debug Eager), or as values already in a pending graph or
+/// captured buffers (Fused Eager).
+pub trait SlotSource {
+    /// The current contents of storage `slot` as a 1-D value, and its dtype.
+    /// `reader` is the dtype of the first view reading it (used when the
+    /// storage was never written).
+    fn read(&mut self, b: &mut Builder, slots: &Slots, slot: usize, reader: DType) -> Result<(Value, DType)>;
+}
+
+/// Strict Eager: each storage read becomes an argument of the op's program.
+pub struct SlotArgs<'i> {
+    pub inputs: &'i mut Vec<Input>,
+}
+
+impl SlotSource for SlotArgs<'_> {
+    fn read(&mut self, b: &mut Builder, slots: &Slots, slot: usize, reader: DType) -> Result<(Value, DType)> {
+        let storage = slots.storages[slot];
+        let (dtype, n) = slot_layout(storage, reader);
+        let v = if storage.state().buffer.is_some() {
+            self.inputs.push(Input::Slot { slot, dtype, n });
+            b.arg(TensorType::new(dtype, [n]))
+        } else {
+            // Never written (torch.empty): its contents are undefined, so
+            // zeros made in the program do, with no upload.
+            b.splat(dtype, 0.0, &[n])?
+        };
+        Ok((v, dtype))
+    }
+}
+
+/// An op recorded into a builder: its outputs (fresh tensors, updated
+/// storages, checks, numbers) and how they map onto the schema's returns.
+pub struct Recorded {
+    pub outputs: Vec<Output>,
+    pub results: Vec<Value>,
+    pub rets: Vec<Ret>,
+}
+
 /// Builds the program of a call (on a cache miss).
 pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size: Option<i64>) -> Result<Program> {
     let mut b = Builder::new();
     let mut inputs = Vec::new();
+    let mut slot_inputs = Vec::new();
+    let rec = {
+        let mut source = SlotArgs { inputs: &mut slot_inputs };
+        record(&mut b, call, slots, entry, dynamic_size, &mut source, &mut inputs)?
+    };
+    // Slot arguments were created first (see `record`), then the rest.
+    slot_inputs.extend(inputs);
+    let text = b.finish(&rec.results);
+    Ok(Program { text, inputs: slot_inputs, outputs: rec.outputs, rets: rec.rets })
+}
 
-    // Storages, typed per reading dtype on demand.
+/// Records one op into `b`. Storage reads go through `source` (which may
+/// add arguments); every other argument this adds is pushed to `inputs`, in
+/// the order the arguments are created.
+pub fn record(
+    b: &mut Builder,
+    call: &Call,
+    slots: &Slots,
+    entry: &lowering::OpEntry,
+    dynamic_size: Option<i64>,
+    source: &mut dyn SlotSource,
+    inputs: &mut Vec<Input>,
+) -> Result<Recorded> {
+    // Storages that the op reads, in slot order.
     let mut slot_args: Vec<Option<(Value, DType)>> = Vec::new();
-    for (slot, storage) in slots.storages.iter().enumerate() {
+    for slot in 0..slots.storages.len() {
         if slot_is_read(slots, slot) {
             let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
-            let (dtype, n) = slot_layout(storage, reader);
-            let v = if storage.state().buffer.is_some() {
-                inputs.push(Input::Slot { slot, dtype, n });
-                b.arg(TensorType::new(dtype, [n]))
-            } else {
-                // Never written (torch.empty): its contents are undefined, so
-                // zeros made in the program do, with no upload.
-                b.splat(dtype, 0.0, &[n])?
-            };
-            slot_args.push(Some((v, dtype)));
+            slot_args.push(Some(source.read(b, slots, slot, reader)?));
         } else {
             slot_args.push(None);
         }
@@ -262,10 +314,10 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
             view_values.push(None);
             continue;
         }
-        let storage = typed_slot(&mut b, &slot_args, &mut typed, *slot, t.dtype)?;
+        let storage = typed_slot(b, &slot_args, &mut typed, *slot, t.dtype)?;
         let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
         let plan = view_box(t);
-        view_values.push(Some(read_view(&mut b, storage, &spec, offset, plan.as_ref())?));
+        view_values.push(Some(read_view(b, storage, &spec, offset, plan.as_ref())?));
     }
 
     // Lowering arguments.
@@ -355,7 +407,7 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
         largs.items.push(item);
     }
 
-    let mut lx = Lower::new(&mut b, call.op);
+    let mut lx = Lower::new(b, call.op);
     lx.dynamic_size = dynamic_size;
     let values = (entry.lower)(&mut lx, &largs)?;
     let checks = std::mem::take(&mut lx.checks);
@@ -387,7 +439,7 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
         if alias >= 0 {
             let arg = alias as usize;
             let v = take(call.op)?;
-            let ret = write_arg(&mut b, call, slots, arg, &[v], &view_offsets, &slot_args, &mut typed, &mut current, &mut outputs, &mut results)?;
+            let ret = write_arg(b, call, slots, arg, &[v], &view_offsets, &slot_args, &mut typed, &mut current, &mut outputs, &mut results)?;
             rets.push(ret);
         } else if kind == RET_NUMBER {
             let v = take(call.op)?;
@@ -399,12 +451,12 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
             let mut idx = Vec::with_capacity(n);
             for _ in 0..n {
                 let v = take(call.op)?;
-                idx.push(push_new(&mut b, v, &mut outputs, &mut results)?);
+                idx.push(push_new(b, v, &mut outputs, &mut results)?);
             }
             rets.push(Ret::NewList(idx));
         } else if kind == RET_TENSOR {
             let v = take(call.op)?;
-            rets.push(Ret::New(push_new(&mut b, v, &mut outputs, &mut results)?));
+            rets.push(Ret::New(push_new(b, v, &mut outputs, &mut results)?));
         } else {
             rets.push(Ret::None);
         }
@@ -426,7 +478,7 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
         for _ in 0..n {
             vs.push(take(call.op)?);
         }
-        write_arg(&mut b, call, slots, ai, &vs, &view_offsets, &slot_args, &mut typed, &mut current, &mut outputs, &mut results)?;
+        write_arg(b, call, slots, ai, &vs, &view_offsets, &slot_args, &mut typed, &mut current, &mut outputs, &mut results)?;
     }
     // Updated storages come out whole.
     let mut written: Vec<_> = current.into_iter().collect();
@@ -439,8 +491,7 @@ pub fn build(call: &Call, slots: &Slots, entry: &lowering::OpEntry, dynamic_size
         outputs.push(Output::Check { message });
         results.push(flag);
     }
-    let text = b.finish(&results);
-    Ok(Program { text, inputs, outputs, rets })
+    Ok(Recorded { outputs, results, rets })
 }
 
 fn push_new(b: &mut Builder, v: Value, outputs: &mut Vec<Output>, results: &mut Vec<Value>) -> Result<usize> {

@@ -14,8 +14,14 @@ use stablehlo::DType;
 pub struct Storage {
     pub nbytes: usize,
     pub device: i32,
+    /// Unique for the life of the process (addresses get reused).
+    pub id: u64,
     state: Mutex<StorageState>,
+    /// Its current value lives in the pending Fused Eager graph.
+    pub pending: std::sync::atomic::AtomicBool,
 }
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 #[derive(Clone)]
 pub struct StorageState {
@@ -65,7 +71,13 @@ impl MemoryStats {
 impl Storage {
     pub fn new(nbytes: usize, device: i32) -> Storage {
         MEMORY.add(device, nbytes as i64);
-        Storage { nbytes, device, state: Mutex::new(StorageState { buffer: None, dtype: DType::U8 }) }
+        Storage {
+            nbytes,
+            device,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            state: Mutex::new(StorageState { buffer: None, dtype: DType::U8 }),
+            pending: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// A storage that already holds `buffer` (1-D of `dtype`).
@@ -109,5 +121,8 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         MEMORY.add(self.device, -(self.nbytes as i64));
+        if self.pending.load(Ordering::Relaxed) {
+            crate::fused::forget(self.id);
+        }
     }
 }

@@ -56,6 +56,7 @@ impl PendingChecks {
 
 /// Waits for all work on the device and raises any deferred error.
 pub fn synchronize(engine: &Engine, source: &str) -> Result<()> {
+    crate::fused::flush_if_pending(engine, "synchronize")?;
     engine.metrics.host_sync(source);
     engine.checks.drain()?;
     crate::dispatch::wait_recent()

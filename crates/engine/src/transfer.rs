@@ -6,7 +6,7 @@ use std::sync::Arc;
 use stablehlo::DType;
 
 use crate::call::{Call, CallArg, CallValue, TensorRef, RET_TENSOR};
-use crate::dispatch::{run, RetValue};
+use crate::dispatch::{run_now, RetValue};
 use crate::error::{EngineError, Result};
 use crate::runtime::engine;
 use crate::storage::Storage;
@@ -32,6 +32,7 @@ pub fn element_type(d: DType) -> pjrt::ElementType {
 /// Copies contiguous host bytes (dst's dtype and sizes) into the view `dst`.
 pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
     let engine = engine()?;
+    crate::fused::flush_if_pending(engine, "host write")?;
     let numel = dst.numel();
     let need = numel as usize * dst.dtype.size_bytes();
     if bytes.len() != need {
@@ -67,13 +68,14 @@ pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
         ret_alias: vec![0],
         ret_kind: vec![RET_TENSOR],
     };
-    run(&call)?;
+    run_now(&call)?;
     Ok(())
 }
 
 /// Copies the view `src` into contiguous host bytes. A host sync.
 pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
     let engine = engine()?;
+    crate::fused::flush_if_pending(engine, "host read (.cpu(), print, save)")?;
     engine.metrics.host_sync("tensor read (.cpu(), .item(), print)");
     engine.checks.drain()?;
     let need = src.numel() as usize * src.dtype.size_bytes();
@@ -99,7 +101,7 @@ pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
         ret_alias: vec![-1],
         ret_kind: vec![RET_TENSOR],
     };
-    let rets = run(&call)?;
+    let rets = run_now(&call)?;
     match rets.into_iter().next() {
         Some(RetValue::Tensor(t)) => {
             let storage = unsafe { Storage::from_handle(t.storage) };

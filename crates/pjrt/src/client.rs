@@ -234,6 +234,34 @@ impl Client {
         unsafe { Executable::from_raw(self.clone(), args.executable) }
     }
 
+    /// Loads an executable serialized by [`Executable::serialize`]
+    /// (`PJRT_Executable_DeserializeAndLoad`), with the compile options it
+    /// was compiled with (a portable executable stays portable). The bytes
+    /// must come from the same platform and plugin build; anything else is
+    /// the plugin's to reject (an `Err`, never a crash for well-formed
+    /// plugins). Errors with code `UNIMPLEMENTED` when the plugin cannot
+    /// deserialize.
+    pub fn deserialize_executable(self: &Arc<Self>, bytes: &[u8]) -> Result<Executable> {
+        if bytes.is_empty() {
+            return Err(Error::invalid_argument(
+                "cannot deserialize an executable from zero bytes",
+            ));
+        }
+        let mut args = ffi::PJRT_Executable_DeserializeAndLoad_Args::new();
+        args.client = self.raw;
+        args.serialized_executable = bytes.as_ptr() as *const c_char;
+        args.serialized_executable_size = bytes.len();
+        // SAFETY: `bytes` outlives the call; null options = the stored ones.
+        unsafe { pjrt_call!(&self.api, PJRT_Executable_DeserializeAndLoad, &mut args) }?;
+        if args.loaded_executable.is_null() {
+            return Err(Error::internal(
+                "PJRT_Executable_DeserializeAndLoad returned a null executable",
+            ));
+        }
+        // SAFETY: we own the new executable.
+        unsafe { Executable::from_raw(self.clone(), args.loaded_executable) }
+    }
+
     /// Copies a dense, row-major host array to `device`.
     ///
     /// `data.len()` must equal `product(dims) * byte_width(ty)`; sub-byte

@@ -148,6 +148,43 @@ impl Executable {
             .map(|m| m.iter().map(|(t, d)| (*t, d.to_vec())).collect())
     }
 
+    /// A platform-specific serialization of the compiled program
+    /// (`PJRT_Executable_Serialize`), to be loaded again with
+    /// [`Client::deserialize_executable`] by the same plugin build. The bytes
+    /// are not stable across plugin versions. Errors with code
+    /// `UNIMPLEMENTED` when the plugin cannot serialize executables.
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let api = self.client.api();
+        let mut g = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
+        g.loaded_executable = self.raw;
+        // SAFETY: we own the loaded executable; the view is destroyed on drop.
+        unsafe { pjrt_call!(api, PJRT_LoadedExecutable_GetExecutable, &mut g) }?;
+        let view = ExecutableView {
+            client: &self.client,
+            raw: g.executable,
+        };
+        let mut a = ffi::PJRT_Executable_Serialize_Args::new();
+        a.executable = view.raw;
+        // SAFETY: valid executable view; the outputs are owned by us after the call.
+        unsafe { pjrt_call!(api, PJRT_Executable_Serialize, &mut a) }?;
+        // SAFETY: the bytes live until the deleter runs, which happens after the copy.
+        let bytes =
+            unsafe { slice_from(a.serialized_bytes as *const u8, a.serialized_bytes_size) }.to_vec();
+        if !a.serialized_executable.is_null() {
+            if let Some(del) = a.serialized_executable_deleter {
+                // SAFETY: called exactly once on the object the plugin returned.
+                unsafe { del(a.serialized_executable) };
+            }
+        }
+        drop(view);
+        if bytes.is_empty() {
+            return Err(Error::internal(
+                "PJRT_Executable_Serialize returned an empty serialization",
+            ));
+        }
+        Ok(bytes)
+    }
+
     /// Whether the executable is portable (not bound to a device at compile
     /// time; [`Client::compile`] produces these).
     pub fn is_portable(&self) -> bool {

@@ -94,6 +94,7 @@ opaque!(
     PJRT_LoadedExecutable,
     PJRT_Buffer,
     PJRT_ExecuteContext,
+    PJRT_SerializedExecutable,
     PJRT_SendCallbackInfo,
     PJRT_RecvCallbackInfo,
 );
@@ -419,6 +420,34 @@ pub struct PJRT_Executable_OutputDimensions_Args {
 }
 
 #[repr(C)]
+pub struct PJRT_Executable_Serialize_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub executable: *const PJRT_Executable,
+    /// Valid only until `serialized_executable_deleter` runs.
+    pub serialized_bytes: *const c_char,
+    pub serialized_bytes_size: usize,
+    /// Backs `serialized_bytes`; freed (once) by the deleter.
+    pub serialized_executable: *mut PJRT_SerializedExecutable,
+    pub serialized_executable_deleter:
+        Option<unsafe extern "C" fn(exec: *mut PJRT_SerializedExecutable)>,
+}
+
+#[repr(C)]
+pub struct PJRT_Executable_DeserializeAndLoad_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub client: *mut PJRT_Client,
+    pub serialized_executable: *const c_char,
+    pub serialized_executable_size: usize,
+    pub loaded_executable: *mut PJRT_LoadedExecutable,
+    /// Serialized `CompileOptionsProto`, or null to use the ones stored in
+    /// the serialized executable.
+    pub overridden_serialized_compile_options: *const c_char,
+    pub overridden_serialized_compile_options_size: usize,
+}
+
+#[repr(C)]
 pub struct PJRT_LoadedExecutable_AddressableDevices_Args {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
@@ -554,6 +583,8 @@ pjrt_args! {
     PJRT_Executable_OutputElementTypes_Args => num_output_types,
     PJRT_Executable_OutputDimensions_Args => dim_sizes,
     PJRT_LoadedExecutable_AddressableDevices_Args => num_addressable_devices,
+    PJRT_Executable_Serialize_Args => serialized_executable_deleter,
+    PJRT_Executable_DeserializeAndLoad_Args => overridden_serialized_compile_options_size,
     PJRT_ExecuteOptions => incarnation_ids,
     PJRT_LoadedExecutable_Execute_Args => execute_device,
     PJRT_Buffer_Destroy_Args => buffer,
@@ -632,7 +663,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_GetCostAnalysis: Unused,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
     pub PJRT_Executable_OptimizedProgram: Unused,
-    pub PJRT_Executable_Serialize: Unused,
+    pub PJRT_Executable_Serialize: PjrtFn<PJRT_Executable_Serialize_Args>,
 
     pub PJRT_LoadedExecutable_Destroy: PjrtFn<PJRT_LoadedExecutable_Destroy_Args>,
     pub PJRT_LoadedExecutable_GetExecutable: PjrtFn<PJRT_LoadedExecutable_GetExecutable_Args>,
@@ -641,7 +672,7 @@ pub struct PJRT_Api {
     pub PJRT_LoadedExecutable_Delete: Unused,
     pub PJRT_LoadedExecutable_IsDeleted: Unused,
     pub PJRT_LoadedExecutable_Execute: PjrtFn<PJRT_LoadedExecutable_Execute_Args>,
-    pub PJRT_Executable_DeserializeAndLoad: Unused,
+    pub PJRT_Executable_DeserializeAndLoad: PjrtFn<PJRT_Executable_DeserializeAndLoad_Args>,
     pub PJRT_LoadedExecutable_Fingerprint: Unused,
 
     pub PJRT_Buffer_Destroy: PjrtFn<PJRT_Buffer_Destroy_Args>,
@@ -736,6 +767,8 @@ mod tests {
             40
         );
         assert_eq!(PJRT_LoadedExecutable_Destroy_Args::STRUCT_SIZE, 24);
+        assert_eq!(PJRT_Executable_Serialize_Args::STRUCT_SIZE, 56);
+        assert_eq!(PJRT_Executable_DeserializeAndLoad_Args::STRUCT_SIZE, 64);
         assert_eq!(PJRT_LoadedExecutable_GetExecutable_Args::STRUCT_SIZE, 32);
         assert_eq!(PJRT_ExecuteOptions::STRUCT_SIZE, 112);
         assert_eq!(PJRT_LoadedExecutable_Execute_Args::STRUCT_SIZE, 80);
@@ -752,6 +785,8 @@ mod tests {
     fn api_table_offsets_match_header() {
         assert_eq!(offset_of!(PJRT_Api, PJRT_Client_Compile), 200);
         assert_eq!(offset_of!(PJRT_Api, PJRT_Executable_NumOutputs), 392);
+        assert_eq!(offset_of!(PJRT_Api, PJRT_Executable_Serialize), 432);
+        assert_eq!(offset_of!(PJRT_Api, PJRT_Executable_DeserializeAndLoad), 488);
         assert_eq!(offset_of!(PJRT_Api, PJRT_Buffer_Device), 560);
         assert_eq!(offset_of!(PJRT_Api, PJRT_Buffer_ReadyEvent), 616);
         assert_eq!(

@@ -103,13 +103,29 @@ fn synchronize(py: Python<'_>) -> PyResult<()> {
 fn set_eager_mode(name: &str) -> PyResult<()> {
     match mode::parse(name) {
         Some(m) => {
+            // Whatever Fused Eager recorded runs before the mode changes.
+            if let Some(e) = engine::runtime::started() {
+                engine::fused::flush_if_pending(e, "mode change").map_err(|err| PyRuntimeError::new_err(err.message))?;
+            }
             mode::set(m);
             Ok(())
         }
         None => Err(PyValueError::new_err(format!(
-            "unknown eager mode {name:?}; expected \"strict\" (default, asynchronous) or \"debug\" (synchronous)"
+            "unknown eager mode {name:?}; expected \"strict\" (default, asynchronous), \"debug\" (synchronous) or \"fused\" (deferred and fused)"
         ))),
     }
+}
+
+/// End of a training step (called after every optimizer step): in Fused
+/// Eager the step's graph runs now, so each step is the same program.
+#[pyfunction]
+fn step_boundary(py: Python<'_>) -> PyResult<()> {
+    if mode::current() != mode::Mode::Fused {
+        return Ok(());
+    }
+    let Some(e) = engine::runtime::started() else { return Ok(()) };
+    py.allow_threads(|| engine::fused::flush_if_pending(e, "end of an optimizer step"))
+        .map_err(|err| PyRuntimeError::new_err(err.message))
 }
 
 #[pyfunction]
@@ -150,11 +166,12 @@ fn map_to_dict<'py>(py: Python<'py>, m: BTreeMap<String, u64>) -> PyResult<Bound
 fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     let Some(e) = engine::runtime::started() else {
-        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "executions", "host_syncs", "graph_flushes"] {
+        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "host_syncs", "graph_flushes"] {
             d.set_item(k, 0)?;
         }
         d.set_item("compile_seconds", 0.0)?;
-        for k in ["fallbacks", "recompile_reasons", "host_sync_sources"] {
+        d.set_item("disk_cache_mode", engine::disk_cache::mode())?;
+        for k in ["fallbacks", "recompile_reasons", "host_sync_sources", "flush_reasons"] {
             d.set_item(k, PyDict::new(py))?;
         }
         d.set_item("cached_programs", 0)?;
@@ -164,10 +181,13 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("compiles", Metrics::get(&m.compiles))?;
     d.set_item("compile_seconds", Metrics::get(&m.compile_nanos) as f64 * 1e-9)?;
     d.set_item("cache_hits_memory", Metrics::get(&m.cache_hits_memory))?;
-    d.set_item("cache_hits_disk", 0)?;
+    d.set_item("cache_hits_disk", Metrics::get(&m.cache_hits_disk))?;
+    d.set_item("cache_disk_corrupt", Metrics::get(&m.cache_disk_corrupt))?;
+    d.set_item("disk_cache_mode", engine::disk_cache::mode())?;
     d.set_item("executions", Metrics::get(&m.executions))?;
     d.set_item("host_syncs", Metrics::get(&m.host_syncs))?;
-    d.set_item("graph_flushes", 0)?;
+    d.set_item("graph_flushes", Metrics::get(&m.graph_flushes))?;
+    d.set_item("flush_reasons", map_to_dict(py, Metrics::snapshot_map(&m.flush_reasons))?)?;
     d.set_item("fallbacks", map_to_dict(py, Metrics::snapshot_map(&m.fallbacks))?)?;
     d.set_item("recompile_reasons", map_to_dict(py, Metrics::snapshot_map(&m.recompile_reasons))?)?;
     d.set_item("host_sync_sources", map_to_dict(py, Metrics::snapshot_map(&m.sync_sources))?)?;
@@ -198,6 +218,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(set_eager_mode, m)?)?;
     m.add_function(wrap_pyfunction!(get_eager_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(step_boundary, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;

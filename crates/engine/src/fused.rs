@@ -1,0 +1,300 @@
+//! Fused Eager: ops are recorded into one pending graph instead of running,
+//! and the graph runs as one StableHLO program when it is flushed:
+//! - a value is needed (a host read, `.item()`, printing, saving, an op
+//!   with a data-dependent shape), or `torch.tpu.synchronize()`;
+//! - the graph reaches `MAX_GRAPH_OPS`;
+//! - the op sequence repeats the previous flushed graph's (the end of a
+//!   training step), so every step runs the same program;
+//! - the mode changes, or any non-fused path touches device data.
+//!
+//! A storage written in the graph is `pending`: its value is a graph value
+//! until the flush assigns the output buffer. Storages read from their
+//! buffers are captured as graph arguments at record time (PJRT buffers are
+//! immutable, so later writes cannot change what the graph sees). Programs
+//! are cached by the hash of their text: same structure, shapes and dtypes
+//! reuse the executable, and runtime scalars are arguments.
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use stablehlo::{Builder, DType, TensorType, Value};
+
+use crate::cache::{hash_key, Compiled};
+use crate::call::Call;
+use crate::dispatch::{resolve_input, NewTensor, RetValue};
+use crate::error::{EngineError, Result};
+use crate::metrics::Metrics;
+use crate::program::{collect_slots, record, slot_layout, Output, Program, Ret, SlotSource, Slots};
+use crate::runtime::Engine;
+use crate::storage::Storage;
+use crate::transfer::contiguous_strides;
+
+/// Flush once a graph holds this many ops (compile time grows with size).
+const MAX_GRAPH_OPS: usize = 3000;
+/// A repeated op sequence at least this long is a step boundary.
+const MIN_REPEAT_OPS: usize = 32;
+
+struct Pending {
+    storage: *const Storage,
+    value: Value,
+    dtype: DType,
+}
+
+struct Graph {
+    b: Builder,
+    device: i32,
+    /// Buffers fed to the graph's arguments, in argument order.
+    inputs: Vec<Arc<pjrt::Buffer>>,
+    /// Storages read from their buffers: id → (argument, dtype).
+    captured: HashMap<u64, (Value, DType)>,
+    /// Storages whose current value is a graph value, in first-write order.
+    order: Vec<u64>,
+    pending: HashMap<u64, Pending>,
+    checks: Vec<(Value, String)>,
+    ops: Vec<String>,
+}
+
+// SAFETY: the raw storage pointers are only dereferenced under the GRAPH
+// lock, after checking the storage is still alive (not in DEAD).
+unsafe impl Send for Graph {}
+
+static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
+/// Pending storages freed before their graph ran: their values need no output.
+static DEAD: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+/// The op sequence of the last flushed graph, to spot repeating steps.
+static PREVIOUS_OPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Called when a pending storage is freed.
+pub fn forget(id: u64) {
+    DEAD.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::new).insert(id);
+}
+
+/// Whether an op can be recorded: it returns no host number and its output
+/// shapes do not depend on values.
+pub fn fusible(call: &Call, entry: &lowering::OpEntry) -> bool {
+    entry.size.is_none() && !call.ret_kind.contains(&crate::call::RET_NUMBER)
+}
+
+struct GraphSlots<'g> {
+    inputs: &'g mut Vec<Arc<pjrt::Buffer>>,
+    captured: &'g mut HashMap<u64, (Value, DType)>,
+    pending: &'g HashMap<u64, Pending>,
+}
+
+impl SlotSource for GraphSlots<'_> {
+    fn read(&mut self, b: &mut Builder, slots: &Slots, slot: usize, reader: DType) -> Result<(Value, DType)> {
+        let storage = slots.storages[slot];
+        if let Some(p) = self.pending.get(&storage.id) {
+            return Ok((p.value, p.dtype));
+        }
+        if let Some(c) = self.captured.get(&storage.id) {
+            return Ok(*c);
+        }
+        let (dtype, n) = slot_layout(storage, reader);
+        let st = storage.state();
+        let v = match st.buffer {
+            Some(buf) => {
+                self.inputs.push(buf);
+                b.arg(TensorType::new(dtype, [n]))
+            }
+            None => b.splat(dtype, 0.0, &[n])?,
+        };
+        self.captured.insert(storage.id, (v, dtype));
+        Ok((v, dtype))
+    }
+}
+
+/// Records one op into the pending graph and returns its results (fresh
+/// tensors are pending storages).
+pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Result<Vec<RetValue>> {
+    let device = call.device();
+    {
+        let g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+        if g.as_ref().map(|g| g.device != device).unwrap_or(false) {
+            drop(g);
+            flush(engine, "graph on another device")?;
+        }
+    }
+    let rets = {
+        let mut guard = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+        let g = guard.get_or_insert_with(|| Graph {
+            b: Builder::new(),
+            device,
+            inputs: Vec::new(),
+            captured: HashMap::new(),
+            order: Vec::new(),
+            pending: HashMap::new(),
+            checks: Vec::new(),
+            ops: Vec::new(),
+        });
+        record_into(engine, g, call, entry, device)?
+    };
+    maybe_flush_at_boundary(engine, call.op)?;
+    Ok(rets)
+}
+
+fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::OpEntry, device: i32) -> Result<Vec<RetValue>> {
+    let slots = collect_slots(call);
+    let mut other_inputs = Vec::new();
+    let rec = {
+        let Graph { b, inputs, captured, pending, .. } = g;
+        let mut source = GraphSlots { inputs, captured, pending };
+        record(b, call, &slots, entry, None, &mut source, &mut other_inputs)?
+    };
+    for input in &other_inputs {
+        g.inputs.push(resolve_input(engine, call, &slots, input, device)?);
+    }
+    g.ops.push(call.op.to_string());
+
+    let mut new_storage = |idx: usize| -> Result<NewTensor> {
+        match &rec.outputs[idx] {
+            Output::New { dtype, shape } => {
+                let numel: i64 = shape.iter().product();
+                let nbytes = numel.max(0) as usize * dtype.size_bytes();
+                let storage = Storage::new(nbytes, device);
+                storage.pending.store(true, std::sync::atomic::Ordering::Relaxed);
+                let id = storage.id;
+                let handle = storage.into_handle();
+                g.order.push(id);
+                g.pending.insert(id, Pending { storage: handle as *const Storage, value: rec.results[idx], dtype: *dtype });
+                Ok(NewTensor {
+                    storage: handle,
+                    nbytes,
+                    dtype: *dtype,
+                    device,
+                    sizes: shape.clone(),
+                    strides: contiguous_strides(shape),
+                })
+            }
+            _ => Err(EngineError::runtime("internal error: return is not a new tensor")),
+        }
+    };
+    let mut rets = Vec::with_capacity(rec.rets.len());
+    for r in &rec.rets {
+        rets.push(match r {
+            Ret::New(i) => RetValue::Tensor(new_storage(*i)?),
+            Ret::NewList(is) => RetValue::TensorList(is.iter().map(|i| new_storage(*i)).collect::<Result<_>>()?),
+            Ret::Alias(a) => RetValue::Alias(*a),
+            Ret::ResizeCopy { arg, output } => RetValue::ResizeCopy { arg: *arg, tensor: new_storage(*output)? },
+            Ret::Number(_) => return Err(EngineError::runtime("internal error: a number in a fused graph")),
+            Ret::None => RetValue::None,
+        });
+    }
+    for (o, v) in rec.outputs.iter().zip(&rec.results) {
+        match o {
+            Output::Slot { slot, dtype } => {
+                let storage = slots.storages[*slot];
+                storage.pending.store(true, std::sync::atomic::Ordering::Relaxed);
+                if !g.pending.contains_key(&storage.id) {
+                    g.order.push(storage.id);
+                }
+                g.pending.insert(storage.id, Pending { storage: storage as *const Storage, value: *v, dtype: *dtype });
+            }
+            Output::Check { message } => g.checks.push((*v, message.clone())),
+            _ => {}
+        }
+    }
+    Ok(rets)
+}
+
+fn maybe_flush_at_boundary(engine: &Engine, _op: &str) -> Result<()> {
+    let (len, repeats) = {
+        let g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(g) = g.as_ref() else { return Ok(()) };
+        let prev = PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner());
+        // Short sequences repeat by chance (printing reads element after
+        // element); only a long one is taken for a step boundary.
+        (g.ops.len(), prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && *prev == g.ops)
+    };
+    if repeats {
+        flush(engine, "repeating op sequence (end of a step)")?;
+    } else if len >= MAX_GRAPH_OPS {
+        flush(engine, "graph size bound")?;
+    }
+    Ok(())
+}
+
+/// Whether ops are waiting in the graph.
+pub fn has_pending() -> bool {
+    GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|g| !g.ops.is_empty()).unwrap_or(false)
+}
+
+/// Compiles (or reuses) and runs the pending graph, then gives every live
+/// pending storage its buffer. `reason` is counted in the metrics.
+pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
+    let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
+    if g.ops.is_empty() {
+        return Ok(());
+    }
+    Metrics::inc(&engine.metrics.graph_flushes);
+    Metrics::bump(&engine.metrics.flush_reasons, reason);
+    *PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner()) = g.ops.clone();
+
+    let dead: HashSet<u64> = DEAD.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+    let live: Vec<&Pending> =
+        g.order.iter().filter(|id| !dead.contains(id)).filter_map(|id| g.pending.get(id)).collect();
+    let mut results: Vec<Value> = live.iter().map(|p| p.value).collect();
+    results.extend(g.checks.iter().map(|(v, _)| *v));
+    let text = g.b.finish(&results);
+
+    // Two independent hashes of the text (and its length) identify the graph.
+    let hash = hash_key(&text, &[]);
+    let second = text.bytes().fold(0x84222325cbf29ce4u64, |h, c| (h ^ c as u64).wrapping_mul(0x100000001b3).rotate_left(7));
+    let key = [text.len() as i64, second as i64];
+    let compiled = match engine.cache.get(hash, "fused graph", &key) {
+        Some(c) => {
+            Metrics::inc(&engine.metrics.cache_hits_memory);
+            c
+        }
+        None => {
+            let reason = if engine.cache.has_op("fused graph") { "new graph" } else { "new op" };
+            let start = Instant::now();
+            let executable = crate::compile_affinity::compile_single_core(&engine.platform, || {
+                engine.client.compile(&text)
+            })
+            .map_err(|e| EngineError::runtime(format!("fused graph of {} ops: XLA could not compile it: {e}", g.ops.len())))?;
+            let m = &engine.metrics;
+            Metrics::inc(&m.compiles);
+            m.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+            Metrics::bump(&m.recompile_reasons, reason);
+            let c = Arc::new(Compiled {
+                program: Program { text, inputs: Vec::new(), outputs: Vec::new(), rets: Vec::new() },
+                executable,
+            });
+            engine.cache.insert(hash, "fused graph", key.to_vec(), c.clone());
+            c
+        }
+    };
+    let refs: Vec<&pjrt::Buffer> = g.inputs.iter().map(|b| b.as_ref()).collect();
+    let device = engine.device(g.device)?;
+    let outs = compiled
+        .executable
+        .execute(&refs, Some(device))
+        .map_err(|e| EngineError::runtime(format!("fused graph of {} ops: execution failed: {e}", g.ops.len())))?;
+    Metrics::inc(&engine.metrics.executions);
+    if let Some(last) = outs.last() {
+        crate::dispatch::note_output(last);
+    }
+    let mut outs = outs.into_iter().map(Arc::new);
+    for p in &live {
+        let Some(buf) = outs.next() else { break };
+        // SAFETY: not in DEAD, so the storage is alive.
+        let storage = unsafe { &*p.storage };
+        storage.set(buf, p.dtype);
+        storage.pending.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+    for (_, message) in &g.checks {
+        if let Some(flag) = outs.next() {
+            engine.checks.push(flag, message.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Runs the pending graph, if any, before a non-fused path touches data.
+pub fn flush_if_pending(engine: &Engine, reason: &str) -> Result<()> {
+    if has_pending() {
+        flush(engine, reason)?;
+    }
+    Ok(())
+}

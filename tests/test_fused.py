@@ -1,0 +1,158 @@
+"""Fused Eager: ops are recorded and run as one program; results equal
+Strict Eager, steady-state training compiles nothing, modes switch safely."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu_rs
+from torch_tpu_rs.models import MLP, Llama, LlamaConfig
+from conftest import assert_same
+
+
+@pytest.fixture
+def fused():
+    torch_tpu_rs.set_eager_mode("fused")
+    yield
+    torch_tpu_rs.set_eager_mode("strict")
+
+
+def in_mode(mode, fn, *args):
+    torch_tpu_rs.set_eager_mode(mode)
+    try:
+        out = fn(*[a.to("tpu") for a in args])
+        return out.cpu() if isinstance(out, torch.Tensor) else [o.cpu() for o in out]
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")
+
+
+CASES = {
+    "chain": lambda x, y: ((x * 2 + y).relu() - y.exp()).sum(dim=1),
+    "views_and_inplace": lambda x, y: x.t().clone().mul_(3)[1:].add_(y.t()[1:]),
+    "matmul_softmax": lambda x, y: torch.softmax(x @ y.t(), dim=-1),
+    "cat_index": lambda x, y: torch.cat([x, y], 0)[torch.tensor([0, 5, 2], device=x.device)],
+    "reductions": lambda x, y: [x.amax(0), y.mean(), torch.argmax(x, 1)],
+    "random_free_dropout_eval": lambda x, y: torch.nn.functional.dropout(x, 0.5, training=False) + y,
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_equals_strict(name):
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    strict = in_mode("strict", CASES[name], x, y)
+    fused_out = in_mode("fused", CASES[name], x, y)
+    if isinstance(strict, list):
+        for a, b in zip(fused_out, strict):
+            torch.testing.assert_close(a, b)
+    else:
+        torch.testing.assert_close(fused_out, strict)
+
+
+def test_ops_are_deferred_until_a_value_is_needed(fused):
+    before = torch_tpu_rs.metrics()
+    x = torch.ones(8, 8, device="tpu")
+    for _ in range(20):
+        x = x * 1.5 + 1
+    mid = torch_tpu_rs.metrics()
+    assert mid["executions"] == before["executions"]  # nothing ran yet
+    value = x.sum().item()  # a value is needed: one flush
+    after = torch_tpu_rs.metrics()
+    assert after["graph_flushes"] >= before["graph_flushes"] + 1
+    assert after["executions"] - before["executions"] <= 3
+    y = 1.0
+    for _ in range(20):
+        y = y * 1.5 + 1
+    assert value == pytest.approx(64 * y)
+
+
+def test_printing_and_synchronize_flush(fused):
+    x = torch.arange(6.0, device="tpu").reshape(2, 3) * 2
+    assert "10." in repr(x)
+    y = x + 1
+    torch.tpu.synchronize()
+    assert torch_tpu_rs.metrics()["flush_reasons"].get("synchronize", 0) >= 1
+    assert y.cpu().tolist() == [[1.0, 3.0, 5.0], [7.0, 9.0, 11.0]]
+
+
+def test_switching_modes_mid_program():
+    torch_tpu_rs.set_eager_mode("fused")
+    x = torch.arange(4.0, device="tpu") * 3
+    torch_tpu_rs.set_eager_mode("strict")  # the pending graph runs first
+    y = x + 1
+    torch_tpu_rs.set_eager_mode("fused")
+    z = y * x
+    torch_tpu_rs.set_eager_mode("debug")
+    assert z.cpu().tolist() == [0.0, 12.0, 42.0, 90.0]
+    torch_tpu_rs.set_eager_mode("strict")
+
+
+def train(mode, make_model, batch, steps):
+    torch_tpu_rs.set_eager_mode(mode)
+    try:
+        torch.manual_seed(0)
+        model = make_model().to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        losses = []
+        for _ in range(steps):
+            loss = model.loss(*batch) if hasattr(model, "loss") else torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, model
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")
+
+
+def test_mlp_training_fused_equals_strict():
+    g = torch.Generator().manual_seed(3)
+    batch = (torch.randn(16, 32, generator=g).to("tpu"), torch.randint(0, 10, (16,), generator=g).to("tpu"))
+    strict, _ = train("strict", MLP, batch, 6)
+    fused_losses, _ = train("fused", MLP, batch, 6)
+    assert fused_losses == pytest.approx(strict, rel=1e-5)
+
+
+def test_llama_steady_state_compiles_nothing():
+    cfg = LlamaConfig(vocab_size=128, dim=32, n_layers=1, n_heads=4, hidden_dim=64, max_seq_len=32)
+    tokens = (torch.randint(0, 128, (2, 17), generator=torch.Generator().manual_seed(4)).to("tpu"),)
+    strict, _ = train("strict", lambda: Llama(cfg), tokens, 6)
+    torch_tpu_rs.set_eager_mode("fused")
+    try:
+        torch.manual_seed(0)
+        model = Llama(cfg).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        losses = []
+        per_step = []
+        for step in range(6):
+            before = torch_tpu_rs.metrics()
+            loss = model.loss(*tokens)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            after = torch_tpu_rs.metrics()
+            per_step.append((after["compiles"] - before["compiles"], after["executions"] - before["executions"]))
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")
+    assert losses == pytest.approx(strict, rel=1e-5)
+    steady = per_step[3:]
+    assert all(c == 0 for c, _ in steady), per_step  # zero compiles per step
+    assert all(e == steady[0][1] and e <= 3 for _, e in steady), per_step  # few, constant executions
+
+
+def test_env_var_selects_fused():
+    code = "import torch_tpu_rs; print(torch_tpu_rs.get_eager_mode())"
+    env = {k: v for k, v in os.environ.items() if k != "TPU_LAUNCH_BLOCKING"}
+    env["TORCH_TPU_DEFER_AND_FUSE"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.strip() == "fused", out.stderr
+
+
+def test_out_of_range_index_is_raised_in_fused(fused):
+    w = torch.randn(5, 3, device="tpu")
+    with pytest.raises(IndexError):
+        torch.index_select(w, 0, torch.tensor([9], device="tpu")).cpu()
+    torch.tpu.synchronize()
