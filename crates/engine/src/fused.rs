@@ -249,14 +249,19 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
         None => {
             let reason = if engine.cache.has_op("fused graph") { "new graph" } else { "new op" };
             let start = Instant::now();
-            let executable = crate::compile_affinity::compile_single_core(&engine.platform, || {
-                engine.client.compile(&text)
-            })
+            let (executable, from_disk) = crate::disk_cache::compile_cached(
+                engine,
+                &text,
+                pjrt::PORTABLE_COMPILE_OPTIONS,
+                || crate::compile_affinity::compile_single_core(&engine.platform, || engine.client.compile(&text)),
+            )
             .map_err(|e| EngineError::runtime(format!("fused graph of {} ops: XLA could not compile it: {e}", g.ops.len())))?;
             let m = &engine.metrics;
-            Metrics::inc(&m.compiles);
-            m.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-            Metrics::bump(&m.recompile_reasons, reason);
+            if !from_disk {
+                Metrics::inc(&m.compiles);
+                m.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+                Metrics::bump(&m.recompile_reasons, reason);
+            }
             let c = Arc::new(Compiled {
                 program: Program { text, inputs: Vec::new(), outputs: Vec::new(), rets: Vec::new() },
                 executable,
