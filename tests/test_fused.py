@@ -156,3 +156,31 @@ def test_out_of_range_index_is_raised_in_fused(fused):
     with pytest.raises(IndexError):
         torch.index_select(w, 0, torch.tensor([9], device="tpu")).cpu()
     torch.tpu.synchronize()
+
+
+def peak_memory(mode):
+    torch_tpu_rs.set_eager_mode(mode)
+    try:
+        cfg = LlamaConfig(vocab_size=128, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_seq_len=32)
+        torch.manual_seed(0)
+        model = Llama(cfg).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        tokens = torch.randint(0, 128, (2, 17)).to("tpu")
+        torch.tpu.synchronize()
+        torch.tpu.reset_peak_memory_stats()
+        for _ in range(3):
+            loss = model.loss(tokens)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+        torch.tpu.synchronize()
+        return torch.tpu.max_memory_allocated()
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")
+
+
+def test_fused_peak_memory_within_bound_of_strict():
+    # torch.tpu memory counts every live storage, pending ones included.
+    strict, fused_peak = peak_memory("strict"), peak_memory("fused")
+    assert fused_peak <= 1.3 * strict, (fused_peak, strict)
