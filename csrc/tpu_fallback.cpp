@@ -67,7 +67,16 @@ struct Marshal {
       auto list = v.toTensorList();
       std::vector<TpuTensor> ts;
       ts.reserve(list.size());
-      for (const at::Tensor& t : list) ts.push_back(tensor(t));
+      for (const at::Tensor& t : list) {
+        if (t.defined() && t.device().type() != kTpu && t.dim() == 0) {
+          // A CPU scalar in a list (AdamW's step counters in a compiled
+          // optimizer step): moved to the device, as one number.
+          keep_alive.push_back(t.to(c10::Device(kTpu, current_device())));
+          ts.push_back(tensor(keep_alive.back()));
+        } else {
+          ts.push_back(tensor(t));
+        }
+      }
       tensor_lists.push_back(std::move(ts));
       a.kind = TPU_ARG_TENSOR_LIST;
       a.tensors = tensor_lists.back().data();

@@ -43,6 +43,10 @@ from . import _dynamo_interface  # noqa: E402
 
 _dynamo_interface.register()
 
+from . import compile_backend as _compile_backend  # noqa: E402
+
+_compile_backend.register()
+
 if os.environ.get("TORCH_TPU_METRICS") == "1":
     import atexit
 

@@ -10,9 +10,16 @@ def metrics() -> dict:
     Keys: compiles, compile_seconds, cache_hits_memory, cache_hits_disk,
     executions, host_syncs, graph_flushes, fallbacks (op -> count),
     recompile_reasons (reason -> count), host_sync_sources (source -> count),
-    cached_programs.
+    flush_reasons (reason -> count), cached_programs, compiled_graphs and
+    graph_breaks (torch.compile).
     """
-    return dict(_C.metrics())
+    m = dict(_C.metrics())
+    import sys
+
+    backend = sys.modules.get("torch_tpu_rs.compile_backend")
+    if backend is not None:
+        m.update(backend.counts())
+    return m
 
 
 def metrics_report() -> str:
@@ -25,6 +32,7 @@ def metrics_report() -> str:
         f"  cached programs:   {m['cached_programs']}",
         f"  executions:        {m['executions']}",
         f"  graph flushes:     {m['graph_flushes']}",
+        f"  torch.compile:     {m.get('compiled_graphs', 0)} graphs, {m.get('graph_breaks', 0)} graph breaks",
         f"  host syncs:        {m['host_syncs']}",
     ]
     for source, n in sorted(m["host_sync_sources"].items(), key=lambda kv: -kv[1]):

@@ -4,6 +4,8 @@ recorded and run as one program when a value is needed; also
 TORCH_TPU_DEFER_AND_FUSE=1)."""
 from __future__ import annotations
 
+import torch
+
 from . import _C
 
 
@@ -20,7 +22,10 @@ def get_eager_mode() -> str:
 def _after_optimizer_step(optimizer, args, kwargs) -> None:
     """The end of a training step is a natural graph boundary for Fused
     Eager: flushing here makes every step the same program (zero compiles
-    in steady state). A no-op in the other modes."""
+    in steady state). A no-op in the other modes, and inside torch.compile
+    (the compiled step is one program already)."""
+    if torch.compiler.is_compiling():
+        return
     _C.step_boundary()
 
 

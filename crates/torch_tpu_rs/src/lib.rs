@@ -128,6 +128,13 @@ fn step_boundary(py: Python<'_>) -> PyResult<()> {
         .map_err(|err| PyRuntimeError::new_err(err.message))
 }
 
+/// Runs whatever Fused Eager has recorded, now (`reason` goes to metrics).
+#[pyfunction]
+fn flush(py: Python<'_>, reason: &str) -> PyResult<()> {
+    let e = engine()?;
+    py.allow_threads(|| engine::fused::flush_if_pending(e, reason)).map_err(|err| PyRuntimeError::new_err(err.message))
+}
+
 #[pyfunction]
 fn get_eager_mode() -> &'static str {
     mode::name(mode::current())
@@ -219,6 +226,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_eager_mode, m)?)?;
     m.add_function(wrap_pyfunction!(get_eager_mode, m)?)?;
     m.add_function(wrap_pyfunction!(step_boundary, m)?)?;
+    m.add_function(wrap_pyfunction!(flush, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;

@@ -1,0 +1,74 @@
+"""torch.compile(backend="tpu") benchmark: prints one JSON object.
+
+For MLP and Llama-style training steps: compiled steps/s, the first step's
+time (which includes compiling), and PyTorch CPU eager steps/s measured in
+this same run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+import torch_tpu_rs
+from torch_tpu_rs.models import MLP, Llama, LlamaConfig
+
+
+def measure(make_model, make_batch, loss_fn, device, compiled, steps):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = [t.to(device) for t in make_batch()]
+
+    def step(*b):
+        loss = loss_fn(model, *b)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    if compiled:
+        step = torch.compile(step, backend="tpu")
+    t0 = time.perf_counter()
+    step(*batch).item()
+    first = time.perf_counter() - t0
+    for _ in range(2):
+        step(*batch)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step(*batch)
+    loss.item()
+    return steps / (time.perf_counter() - t0), first
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20)
+    args = p.parse_args()
+    torch.set_num_threads(2)
+    cfg = LlamaConfig(vocab_size=256, dim=128, n_layers=2, n_heads=4, hidden_dim=344, max_seq_len=128)
+    cases = {
+        "mlp": (lambda: MLP(64, 256, 10, depth=3), lambda: (torch.randn(64, 64), torch.randint(0, 10, (64,))),
+                lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)),
+        "llama": (lambda: Llama(cfg), lambda: (torch.randint(0, 256, (8, 65)),), lambda m, t: m.loss(t)),
+    }
+    result = {"platform": torch.tpu.get_device_name()}
+    for name, (mk, batch, loss) in cases.items():
+        tpu, first = measure(mk, batch, loss, "tpu", True, args.steps)
+        cpu, _ = measure(mk, batch, loss, "cpu", False, args.steps)
+        result[name] = {
+            "compiled_steps_per_s": round(tpu, 2),
+            "first_step_s": round(first, 3),
+            "cpu_eager_steps_per_s": round(cpu, 2),
+            "ratio_compiled_over_cpu": round(tpu / cpu, 3),
+        }
+    m = torch_tpu_rs.metrics()
+    result["metrics"] = {k: m[k] for k in ["compiles", "compiled_graphs", "graph_breaks", "cache_hits_disk"]}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
