@@ -3,6 +3,7 @@ use crate::table::OpEntry;
 
 mod activation;
 mod core;
+mod coverage;
 mod dynamic;
 mod elementwise;
 mod factory;
@@ -27,4 +28,5 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     random::OPS,
     foreach::OPS,
     dynamic::OPS,
+    coverage::OPS,
 ];

@@ -1,0 +1,248 @@
+"""Shared code of the OpInfo harness (tests/test_opinfo.py, tests/opinfo_refresh.py,
+bench/op_coverage.py): the list of cases built from PyTorch's OpInfo database
+and the function that runs one case on the CPU and on tpu and compares them.
+
+A case is (op name, variant, dtype, kind) with kind "fwd" (outputs) or "grad"
+(gradients of the outputs against a fixed random cotangent, float32 only).
+`run_case` returns "pass" or "skip" or raises with the reason of a failure.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+import torch
+
+import torch_tpu_rs
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool]
+MAX_SAMPLES = 3
+
+# Ops that abort or hang the process on tpu: never run (found by opinfo_refresh.py,
+# which runs the cases in a child process and records crashes in opinfo_known_failures.CRASHES).
+DENYLIST: dict[str, str] = {}
+
+# Comparison tolerances per dtype (forward). float32 is looser than PyTorch's
+# default (1.3e-6): XLA's transcendental approximations differ from ATen's by a few ulp.
+TOL = {
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.float64: dict(rtol=1e-7, atol=1e-7),
+    torch.float16: dict(rtol=1e-3, atol=1e-3),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+}
+GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
+
+# Ops whose values are uninitialized memory: only shapes and dtypes are compared.
+UNINITIALIZED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
+
+
+def _tpu_available() -> bool:
+    return torch_tpu_rs._C.device_count() > 0
+
+
+def _needs_cuda_or_only_complex(op) -> bool:
+    dts = op.supported_dtypes("cpu")
+    if not dts:
+        return True  # CUDA-only
+    return all(d.is_complex for d in dts)
+
+
+def op_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class Case:
+    op_index: int
+    name: str
+    variant: str
+    dtype: torch.dtype
+    kind: str  # "fwd" | "grad"
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}{'.' + self.variant if self.variant else ''}-{dtype_name(self.dtype)}-{self.kind}"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.name, self.variant, dtype_name(self.dtype), self.kind)
+
+
+def op_db():
+    from torch.testing._internal.common_methods_invocations import op_db as db
+    return db
+
+
+def build_cases(full_dtypes: bool = True) -> list[Case]:
+    """All cases: float32 fwd (+grad if the op has autograd) for every entry,
+    and fwd in the other CPU-supported dtypes (all entries when full_dtypes,
+    else a deterministic subset)."""
+    cases = []
+    for i, op in enumerate(op_db()):
+        if _needs_cuda_or_only_complex(op) or op.supports_sparse and not op.supported_dtypes("cpu"):
+            continue
+        dts = op.supported_dtypes("cpu")
+        for dt in DTYPES:
+            if dt not in dts:
+                continue
+            if dt != torch.float32 and not full_dtypes and not in_dtype_subset(op):
+                continue
+            cases.append(Case(i, op.name, op.variant_test_name, dt, "fwd"))
+            if dt == torch.float32 and op.supports_autograd and dt in op.supported_backward_dtypes("cpu"):
+                cases.append(Case(i, op.name, op.variant_test_name, dt, "grad"))
+    return cases
+
+
+def in_dtype_subset(op) -> bool:
+    """Deterministic subset of entries that also run the non-float32 dtypes."""
+    import zlib
+    return zlib.crc32(op_id(op).encode()) % 3 == 0
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def _to_tpu(x, leaves):
+    if isinstance(x, torch.Tensor):
+        y = x.detach().to("tpu")
+        if x.requires_grad:
+            y.requires_grad_(True)
+            leaves.append(y)
+        return y
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_to_tpu(v, leaves) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_tpu(v, leaves) for k, v in x.items()}
+    return x
+
+
+def _leaves(x, out):
+    if isinstance(x, torch.Tensor):
+        if x.requires_grad:
+            out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _leaves(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _leaves(v, out)
+    return out
+
+
+def _to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu()
+    if isinstance(x, (list, tuple)):
+        return [_to_cpu(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _to_cpu(v) for k, v in x.items()}
+    return x
+
+
+def _flat_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flat_tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _flat_tensors(v)]
+    return []
+
+
+def _metadata(x):
+    return [(tuple(t.shape), t.dtype) for t in _flat_tensors(x)]
+
+
+def _tolerance(op, dtype, kind):
+    tol = dict(GRAD_TOL if kind == "grad" else TOL.get(dtype, dict(rtol=0, atol=0)))
+    # The op's own tolerance hints (toleranceOverride decorators in its DecorateInfos).
+    for dec in getattr(op, "decorators", ()) or ():
+        for d in getattr(dec, "decorators", [dec]) or ():
+            over = getattr(d, "d", None)
+            if isinstance(over, dict) and dtype in over:
+                t = over[dtype]
+                tol["atol"] = max(tol["atol"], getattr(t, "atol", 0))
+                tol["rtol"] = max(tol["rtol"], getattr(t, "rtol", 0))
+    return tol
+
+
+def _grads(outputs, leaves, cot_seed):
+    outs = [o for o in _flat_tensors(outputs) if o.requires_grad and o.dtype.is_floating_point]
+    if not outs or not leaves:
+        return None
+    g = torch.Generator().manual_seed(cot_seed)
+    cots = [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs]
+    return torch.autograd.grad(outs, leaves, cots, allow_unused=True)
+
+
+def run_case(case: Case) -> str:
+    op = op_db()[case.op_index]
+    grad = case.kind == "grad"
+    tol = _tolerance(op, case.dtype, case.kind)
+    ran = 0
+    random_op = op.name in UNINITIALIZED
+    samples = op.sample_inputs("cpu", case.dtype, requires_grad=grad)
+    for n, s in enumerate(itertools.islice(samples, MAX_SAMPLES)):
+        cpu_args = (s.input, *s.args)
+        try:
+            torch.manual_seed(0)
+            raw = op(*cpu_args, **s.kwargs)
+            if ran == 0:
+                torch.manual_seed(1)
+                random_op = random_op or not _same(raw, op(*cpu_args, **s.kwargs))
+            exp = s.output_process_fn_grad(raw) if grad else raw
+            exp_g = _grads(exp, _leaves(cpu_args, []) + _leaves(s.kwargs, []), n) if grad else None
+        except Exception:
+            continue  # the sample is invalid on the CPU too
+        if grad and exp_g is None:
+            continue
+        leaves = []
+        t_args = _to_tpu(cpu_args, leaves)
+        t_kwargs = _to_tpu(s.kwargs, leaves)
+        act = op(*t_args, **t_kwargs)
+        if grad:
+            act = s.output_process_fn_grad(act)
+            act_g = _grads(act, leaves, n)
+            act, exp = act_g, exp_g
+        if random_op:
+            assert _metadata(act) == _metadata(exp), f"sample {n}: random op metadata {_metadata(act)} != {_metadata(exp)}"
+        else:
+            try:
+                torch.testing.assert_close(_to_cpu(act), _to_cpu(exp), equal_nan=True, check_device=False, **tol)
+            except AssertionError as e:
+                raise AssertionError(f"mismatch (sample {n}): {str(e).strip().splitlines()[0]}") from None
+        ran += 1
+    return "pass" if ran else "skip"
+
+
+def _same(a, b) -> bool:
+    try:
+        torch.testing.assert_close(_to_cpu(a), _to_cpu(b), equal_nan=True, rtol=0, atol=0)
+        return True
+    except Exception:
+        return False
+
+
+def set_strict():
+    torch_tpu_rs.set_eager_mode("strict")
+    torch_tpu_rs._C.set_cpu_fallback(False)
+
+
+_UNLOWERED = re.compile(r"operator '(aten::[\w.]+)' is not lowered")
+
+
+def short_reason(e: BaseException) -> str:
+    """One-line reason of a failure: the unlowered aten op, or the first line."""
+    msg = str(e)
+    m = _UNLOWERED.search(msg)
+    if m:
+        return f"not lowered: {m.group(1)}"
+    first = msg.strip().splitlines()[0] if msg.strip() else ""
+    if isinstance(e, AssertionError) and first.startswith("mismatch"):
+        return first[:160]
+    return f"error: {type(e).__name__}: {first}"[:160]
