@@ -3,7 +3,9 @@
 tiny_op_us: median µs per `c = c + b` on 4 floats (N ops, synced at the
 end), for tpu (Strict Eager) and for PyTorch CPU eager. mlp/llama: training
 steps/s on tpu in Strict and Fused Eager and on PyTorch CPU eager, measured
-in this same run, with the ratios.
+in this same run, with the ratios. startup_to_first_step_s: from `import
+torch` to the end of the first training step in a fresh process, with an
+empty and then a warm compilation cache.
 """
 from __future__ import annotations
 
@@ -63,6 +65,36 @@ def steps_per_s(make_model, make_batch, loss_fn, device: str, steps: int, warmup
     return steps / (time.perf_counter() - t0)
 
 
+STARTUP_SCRIPT = r"""
+import time
+t0 = time.perf_counter()
+import torch, torch_tpu_rs
+from torch_tpu_rs.models import Llama, LlamaConfig
+cfg = LlamaConfig(vocab_size=256, dim=128, n_layers=2, n_heads=4, hidden_dim=344, max_seq_len=128)
+torch.manual_seed(0)
+model = Llama(cfg).to("tpu")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loss = model.loss(torch.randint(0, 256, (8, 65)).to("tpu"))
+loss.backward()
+opt.step()
+loss.item()
+print(time.perf_counter() - t0, torch_tpu_rs.metrics()["compiles"])
+"""
+
+
+def startup_seconds(cache_dir: str) -> tuple[float, int]:
+    """Seconds from `import torch` to the end of the first training step in a
+    fresh process using `cache_dir` as the compilation cache."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=cache_dir)
+    out = subprocess.run([sys.executable, "-c", STARTUP_SCRIPT], capture_output=True, text=True, env=env, check=True)
+    seconds, compiles = out.stdout.split()[-2:]
+    return float(seconds), int(compiles)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ops", type=int, default=2000)
@@ -92,6 +124,18 @@ def main() -> None:
         entry["ratio_fused_over_strict"] = round(entry["tpu_fused"] / entry["tpu_strict"], 3)
         result[f"{name}_steps_per_s"] = entry
         torch_tpu_rs.set_eager_mode(args.mode)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache_dir:
+        cold, cold_compiles = startup_seconds(cache_dir)
+        warm, warm_compiles = startup_seconds(cache_dir)
+    result["startup_to_first_step_s"] = {
+        "cold_cache": round(cold, 3),
+        "warm_cache": round(warm, 3),
+        "warm_over_cold": round(warm / cold, 3),
+        "compiles_cold": cold_compiles,
+        "compiles_warm": warm_compiles,
+    }
     result["metrics"] = {k: v for k, v in torch_tpu_rs.metrics().items() if not isinstance(v, dict)}
     print(json.dumps(result, indent=2))
 

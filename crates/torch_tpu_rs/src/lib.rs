@@ -211,12 +211,14 @@ fn lowered_ops() -> Vec<&'static str> {
 #[pymodule]
 fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::dispatch::set_generator_hook(generator_next);
-    // Composites that would otherwise run one op at a time (the
-    // `_foreach_*` family loops per tensor; layer norm goes through batch
-    // norm): the engine takes them whole.
+    // Ops whose default kernel on PrivateUse1 is a composite or a stub, so
+    // the fallback never sees them: the `_foreach_*` family (a per-tensor
+    // loop), layer norm (goes through batch norm), and convolution.
     unsafe {
         tpu_glue_register_engine_kernels(c"_foreach_".as_ptr());
         tpu_glue_register_engine_kernels(c"native_layer_norm".as_ptr());
+        // On PrivateUse1 convolution routes to these, whose default throws.
+        tpu_glue_register_engine_kernels(c"convolution_".as_ptr());
     }
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(start_error, m)?)?;

@@ -2,6 +2,7 @@
 use crate::table::OpEntry;
 
 mod activation;
+mod conv;
 mod core;
 mod coverage;
 mod dynamic;
@@ -10,17 +11,25 @@ mod factory;
 mod foreach;
 mod indexing;
 mod linalg;
+mod misc;
 mod nn;
+mod pool;
 mod random;
 mod reduce;
+mod resize;
+mod selection;
 mod shape;
+mod special;
 
 pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     core::OPS,
+    conv::OPS,
     elementwise::OPS,
     activation::OPS,
     reduce::OPS,
     nn::OPS,
+    pool::OPS,
+    resize::OPS,
     linalg::OPS,
     shape::OPS,
     indexing::OPS,
@@ -28,5 +37,8 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     random::OPS,
     foreach::OPS,
     dynamic::OPS,
+    selection::OPS,
     coverage::OPS,
+    special::OPS,
+    misc::OPS,
 ];
