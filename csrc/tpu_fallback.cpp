@@ -217,7 +217,9 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     ret_kind[r] = kind == c10::TypeKind::TensorType ? 0
                   : kind == c10::TypeKind::ListType ? 1
                   : (kind == c10::TypeKind::NumberType || kind == c10::TypeKind::IntType ||
-                     kind == c10::TypeKind::FloatType || kind == c10::TypeKind::BoolType)
+                     kind == c10::TypeKind::FloatType || kind == c10::TypeKind::BoolType ||
+                     kind == c10::TypeKind::SymIntType || kind == c10::TypeKind::SymFloatType ||
+                     kind == c10::TypeKind::SymBoolType)
                       ? 2
                       : 3;
     const auto* ralias = returns[r].alias_info();

@@ -35,6 +35,7 @@ mod ops_conv;
 mod ops_dot;
 mod ops_elementwise;
 mod ops_index;
+mod ops_linalg;
 mod ops_misc;
 mod ops_reduce;
 mod ops_shape;

@@ -219,6 +219,9 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
         tpu_glue_register_engine_kernels(c"native_layer_norm".as_ptr());
         // On PrivateUse1 convolution routes to these, whose default throws.
         tpu_glue_register_engine_kernels(c"convolution_".as_ptr());
+        // Fused SDPA (default kernel throws); reached once the PrivateUse1
+        // _fused_sdp_choice_stub returns SDPBackend::overrideable.
+        tpu_glue_register_engine_kernels(c"_scaled_dot_product_fused_attention_overrideable".as_ptr());
     }
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(start_error, m)?)?;

@@ -2,6 +2,8 @@
 use crate::table::OpEntry;
 
 mod activation;
+mod attention;
+mod cholesky;
 mod conv;
 mod core;
 mod coverage;
@@ -12,6 +14,7 @@ mod foreach;
 mod indexing;
 mod linalg;
 mod misc;
+mod misc2;
 mod nn;
 mod pool;
 mod random;
@@ -41,4 +44,7 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     coverage::OPS,
     special::OPS,
     misc::OPS,
+    misc2::OPS,
+    attention::OPS,
+    cholesky::OPS,
 ];
