@@ -323,21 +323,6 @@ FAILURES = {('_batch_norm_with_update', '', 'bfloat16', 'fwd'): 'not lowered: at
  ('igammac', '', 'float64', 'fwd'): 'not lowered: aten::igammac.out',
  ('index_put', '', 'float32', 'grad'): 'error: NotImplementedError: aten::index.Tensor_out: indexing with a boolean mask gives a result whose shape '
                                        "depends on the mask's values, which tpu programs can",
- ('index_reduce', 'amax', 'float32', 'grad'): 'error: RuntimeError: source tensor shape must match self tensor shape, excluding the specified '
-                                              'dimension. Got self.shape = [] source.shape = [1]',
- ('index_reduce', 'amin', 'float32', 'grad'): 'error: RuntimeError: source tensor shape must match self tensor shape, excluding the specified '
-                                              'dimension. Got self.shape = [] source.shape = [1]',
- ('index_reduce', 'prod', 'float32', 'grad'): 'error: RuntimeError: source tensor shape must match self tensor shape, excluding the specified '
-                                              'dimension. Got self.shape = [] source.shape = [1]',
- ('index_select', '', 'bfloat16', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
- ('index_select', '', 'bool', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
- ('index_select', '', 'float16', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
- ('index_select', '', 'float32', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
- ('index_select', '', 'float32', 'grad'): 'error: RuntimeError: source tensor shape must match self tensor shape, excluding the specified dimension. '
-                                          'Got self.shape = [] source.shape = [1]',
- ('index_select', '', 'float64', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
- ('index_select', '', 'int32', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
- ('index_select', '', 'int64', 'fwd'): "mismatch (sample 0): The values for attribute 'shape' do not match: torch.Size([1]) != torch.Size([]).",
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('lgamma', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',

@@ -343,3 +343,8 @@ def test_index_add_copy_fill_inplace_and_errors():
     raises_index_error(lambda: xt.index_fill(0, idx(5).to("tpu"), 1.0))
     with pytest.raises(RuntimeError):
         xt.index_add(0, idx(0).to("tpu"), st)
+
+
+def test_index_select_of_a_zero_dim_source_is_zero_dim():
+    for idx in [torch.tensor([0]), torch.tensor(0)]:
+        assert_same(*run_both(lambda x, i: torch.index_select(x, 0, i), torch.tensor(3.0), idx))

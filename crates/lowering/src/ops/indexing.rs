@@ -132,6 +132,9 @@ fn index_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     }
     let d = norm_dim(lx.op, args.int(1)?, t.shape.len())?;
     let k: i64 = index.shape.iter().product();
+    if t.shape.is_empty() && k != 1 {
+        bail!(Index, "{}: index_select(): Index to scalar can have only 1 value, got {k} value(s)", lx.op);
+    }
     let (v, shape) = if t.shape.is_empty() {
         (lx.b.reshape(t.value, &[1])?, vec![1])
     } else {
@@ -158,11 +161,8 @@ fn index_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let idx = lx.b.reshape(idx, &[k])?;
     let idx = checked(lx, idx, shape[d], d, false, &shapes(t, index))?;
     let out = take_rows(lx, v, idx, d)?;
-    Ok(vec![if t.shape.is_empty() {
-        lx.b.reshape(out, &index.shape)?
-    } else {
-        out
-    }])
+    // A 0-dim source gives a 0-dim result, whatever the index's shape (as CPU).
+    Ok(vec![if t.shape.is_empty() { lx.b.reshape(out, &[])? } else { out }])
 }
 
 /// index_fill(self, dim, index, value): negative indices wrap.
