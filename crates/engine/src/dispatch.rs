@@ -340,25 +340,36 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
             _ => Err(EngineError::runtime("internal error: return is not a new tensor")),
         }
     };
-    let mut rets = Vec::with_capacity(program.rets.len());
-    for r in &program.rets {
-        rets.push(match r {
+    map_rets(&program.rets, new_tensor, |i| {
+        let dtype = match &program.outputs[i] {
+            Output::Number { dtype } => *dtype,
+            _ => DType::F64,
+        };
+        read_number(engine, &outs[i], dtype)
+    })
+}
+
+/// Turns a program's return plan into return values; `new_tensor` makes the
+/// fresh tensor of an output, `number` reads a number output.
+pub(crate) fn map_rets(
+    rets: &[Ret],
+    mut new_tensor: impl FnMut(usize) -> Result<NewTensor>,
+    mut number: impl FnMut(usize) -> Result<RetValue>,
+) -> Result<Vec<RetValue>> {
+    let mut out = Vec::with_capacity(rets.len());
+    for r in rets {
+        out.push(match r {
             Ret::New(i) => RetValue::Tensor(new_tensor(*i)?),
             Ret::NewList(is) => RetValue::TensorList(is.iter().map(|i| new_tensor(*i)).collect::<Result<_>>()?),
             Ret::Alias(a) => RetValue::Alias(*a),
             Ret::ResizeCopy { arg, output } => RetValue::ResizeCopy { arg: *arg, tensor: new_tensor(*output)? },
-            Ret::Number(i) => {
-                let dtype = match &program.outputs[*i] {
-                    Output::Number { dtype } => *dtype,
-                    _ => DType::F64,
-                };
-                read_number(engine, &outs[*i], dtype)?
-            }
+            Ret::Number(i) => number(*i)?,
             Ret::None => RetValue::None,
         });
     }
-    Ok(rets)
+    Ok(out)
 }
+
 
 /// The buffer fed to one program input.
 pub fn resolve_input(engine: &Engine, call: &Call, slots: &Slots, input: &Input, device: i32) -> Result<Arc<pjrt::Buffer>> {

@@ -24,7 +24,7 @@ use crate::call::Call;
 use crate::dispatch::{resolve_input, NewTensor, RetValue};
 use crate::error::{EngineError, Result};
 use crate::metrics::Metrics;
-use crate::program::{collect_slots, record, slot_layout, Output, Program, Ret, SlotSource, Slots};
+use crate::program::{collect_slots, record, slot_layout, Output, Program, SlotSource, Slots};
 use crate::runtime::Engine;
 use crate::storage::Storage;
 use crate::transfer::contiguous_strides;
@@ -169,17 +169,9 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
             _ => Err(EngineError::runtime("internal error: return is not a new tensor")),
         }
     };
-    let mut rets = Vec::with_capacity(rec.rets.len());
-    for r in &rec.rets {
-        rets.push(match r {
-            Ret::New(i) => RetValue::Tensor(new_storage(*i)?),
-            Ret::NewList(is) => RetValue::TensorList(is.iter().map(|i| new_storage(*i)).collect::<Result<_>>()?),
-            Ret::Alias(a) => RetValue::Alias(*a),
-            Ret::ResizeCopy { arg, output } => RetValue::ResizeCopy { arg: *arg, tensor: new_storage(*output)? },
-            Ret::Number(_) => return Err(EngineError::runtime("internal error: a number in a fused graph")),
-            Ret::None => RetValue::None,
-        });
-    }
+    let rets = crate::dispatch::map_rets(&rec.rets, &mut new_storage, |_| {
+        Err(EngineError::runtime("internal error: a number in a fused graph"))
+    })?;
     for (o, v) in rec.outputs.iter().zip(&rec.results) {
         match o {
             Output::Slot { slot, dtype } => {
