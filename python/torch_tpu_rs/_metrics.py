@@ -10,8 +10,10 @@ def metrics() -> dict:
     Keys: compiles, compile_seconds, cache_hits_memory, cache_hits_disk,
     executions, host_syncs, graph_flushes, fallbacks (op -> count),
     recompile_reasons (reason -> count), host_sync_sources (source -> count),
-    flush_reasons (reason -> count), cached_programs, compiled_graphs and
-    graph_breaks (torch.compile).
+    flush_reasons (reason -> count), cached_programs, and for torch.compile:
+    compiled_graphs, graph_breaks, bucketed_graphs (graphs with symbolic
+    sizes run at power-of-two buckets) and exact_shape_graphs (reason ->
+    count: symbolic graphs that could not be bucketed and compile per size).
     """
     m = dict(_C.metrics())
     import sys
@@ -32,7 +34,8 @@ def metrics_report() -> str:
         f"  cached programs:   {m['cached_programs']}",
         f"  executions:        {m['executions']}",
         f"  graph flushes:     {m['graph_flushes']}",
-        f"  torch.compile:     {m.get('compiled_graphs', 0)} graphs, {m.get('graph_breaks', 0)} graph breaks",
+        f"  torch.compile:     {m.get('compiled_graphs', 0)} graphs, {m.get('graph_breaks', 0)} graph breaks, "
+        f"{m.get('bucketed_graphs', 0)} bucketed",
         f"  host syncs:        {m['host_syncs']}",
     ]
     for source, n in sorted(m["host_sync_sources"].items(), key=lambda kv: -kv[1]):
@@ -40,6 +43,8 @@ def metrics_report() -> str:
     lines.append(f"  recompile reasons: {sum(m['recompile_reasons'].values())}")
     for reason, n in sorted(m["recompile_reasons"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  {reason}")
+    for reason, n in sorted(m.get("exact_shape_graphs", {}).items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  compiled per size: {reason}")
     lines.append(f"  cpu fallbacks:     {sum(m['fallbacks'].values())}")
     for op, n in sorted(m["fallbacks"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  {op}")

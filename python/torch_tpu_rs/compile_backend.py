@@ -9,6 +9,10 @@ by its structure, shapes and dtypes. Runtime scalars stay arguments, so a
 changed learning rate does not recompile. CPU tensors in the graph (such as
 AdamW's step counter) stay on the CPU, exactly as in eager mode.
 
+Graphs with symbolic sizes (`dynamic=True`, `mark_dynamic`, automatic
+dynamic) that run without autograd are bucketed (see `_bucketing.py`): one
+program per power-of-two size instead of one per size.
+
 Graph breaks are Dynamo's: the code between graphs runs in the current
 eager mode. `torch_tpu_rs.metrics()` reports `compiled_graphs` (graphs
 handed to this backend: first compiles and Dynamo recompiles) and
@@ -22,40 +26,66 @@ import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-from . import _C
+from . import _C, _bucketing
 
-_counts = {"compiled_graphs": 0}
+_counts = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}}
 _lock = threading.Lock()
 
 
-def _as_one_program(gm: torch.fx.GraphModule, example_inputs, kind: str):
-    with _lock:
-        _counts["compiled_graphs"] += 1
+def _one_program(gm: torch.fx.GraphModule, kind: str):
+    """A callable that runs `gm` through the Fused Eager recorder as one program."""
 
     def run(*args):
         previous = _C.get_eager_mode()
         if previous != "fused":
             _C.set_eager_mode("fused")
+        explicit = _C.set_explicit_graph_boundaries(True)
         try:
             out = gm(*args)
             _C.flush(f"end of a compiled {kind} graph")
         finally:
+            _C.set_explicit_graph_boundaries(explicit)
             if previous != "fused":
                 _C.set_eager_mode(previous)
         return out
 
-    return make_boxed_func(run)
+    return run
+
+
+def _count(key: str, reason: str | None = None):
+    with _lock:
+        if reason is None:
+            _counts[key] += 1
+        else:
+            _counts[key][reason] = _counts[key].get(reason, 0) + 1
 
 
 def _forward(gm, example_inputs):
-    return _as_one_program(gm, example_inputs, "forward")
+    _count("compiled_graphs")
+    return make_boxed_func(_one_program(gm, "forward"))
 
 
 def _backward(gm, example_inputs):
-    return _as_one_program(gm, example_inputs, "backward")
+    _count("compiled_graphs")
+    return make_boxed_func(_one_program(gm, "backward"))
 
 
-tpu_backend = aot_autograd(fw_compiler=_forward, bw_compiler=_backward)
+def _inference(gm, example_inputs):
+    """Graphs run without autograd: bucketed when their sizes are symbolic."""
+    _count("compiled_graphs")
+    if _bucketing.has_symbolic_shapes(gm):
+        try:
+            plan = _bucketing.plan(gm)
+        except _bucketing.Unpaddable as e:
+            _count("exact_shape_graphs", str(e))
+        else:
+            _count("bucketed_graphs")
+            run = _one_program(plan.gm, "inference")
+            return make_boxed_func(lambda *args: _bucketing.run_padded(plan, run, list(args)))
+    return make_boxed_func(_one_program(gm, "inference"))
+
+
+tpu_backend = aot_autograd(fw_compiler=_forward, bw_compiler=_backward, inference_compiler=_inference)
 
 
 def register() -> None:
@@ -67,6 +97,6 @@ def register() -> None:
 def counts() -> dict:
     from torch._dynamo.utils import counters
 
-    out = dict(_counts)
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _counts.items()}
     out["graph_breaks"] = sum(counters["graph_break"].values())
     return out

@@ -229,12 +229,7 @@ fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntr
         e.not_lowered |= e.kind == ErrorKind::NotImplemented;
         e
     })?;
-    if let Ok(dir) = std::env::var("TORCH_TPU_DUMP_IR") {
-        // Debugging aid: every compiled program, one file per compile.
-        let n = Metrics::get(&engine.metrics.compiles);
-        let name = format!("{dir}/{n:05}-{}.mlir", call.op.replace("::", "_"));
-        let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(name, &program.text));
-    }
+    dump_ir(engine, call.op, &program.text);
     let reason = if engine.cache.has_op(call.op) { "new shapes or attributes" } else { "new op" };
     let start = Instant::now();
     // Portable executables: one compile serves every device. The disk cache
@@ -495,4 +490,14 @@ fn f16_to_f32(h: u16) -> f32 {
         sign | ((exp + 127 - 15) << 23) | (man << 13)
     };
     f32::from_bits(bits)
+}
+
+/// Debugging aid: with `TORCH_TPU_DUMP_IR=dir`, every program about to be
+/// compiled is written to `dir`, one file per compile.
+pub(crate) fn dump_ir(engine: &Engine, what: &str, text: &str) {
+    if let Ok(dir) = std::env::var("TORCH_TPU_DUMP_IR") {
+        let n = Metrics::get(&engine.metrics.compiles);
+        let name = format!("{dir}/{n:05}-{}.mlir", what.replace("::", "_").replace(' ', "_"));
+        let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(name, text));
+    }
 }

@@ -63,6 +63,15 @@ static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
 static DEAD: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
 /// The op sequence of the last flushed graph, to spot repeating steps.
 static PREVIOUS_OPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Set while a caller marks graph ends itself (a compiled graph runs and then
+/// flushes): the repeat detector must not cut such a graph in two, nor flush
+/// before the caller has dropped its intermediates.
+static EXPLICIT_BOUNDARIES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the repeat detector off (`true`) or on; returns the previous setting.
+pub fn set_explicit_boundaries(on: bool) -> bool {
+    EXPLICIT_BOUNDARIES.swap(on, std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Called when a pending storage is freed.
 pub fn forget(id: u64) {
@@ -196,7 +205,8 @@ fn maybe_flush_at_boundary(engine: &Engine, _op: &str) -> Result<()> {
         let prev = PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner());
         // Short sequences repeat by chance (printing reads element after
         // element); only a long one is taken for a step boundary.
-        (g.ops.len(), prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && *prev == g.ops)
+        let explicit = EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed);
+        (g.ops.len(), !explicit && prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && *prev == g.ops)
     };
     if repeats {
         flush(engine, "repeating op sequence (end of a step)")?;
@@ -240,6 +250,7 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
         }
         None => {
             let reason = if engine.cache.has_op("fused graph") { "new graph" } else { "new op" };
+            crate::dispatch::dump_ir(engine, "fused graph", &text);
             let start = Instant::now();
             let (executable, from_disk) = crate::disk_cache::compile_cached(
                 engine,

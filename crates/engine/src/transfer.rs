@@ -1,6 +1,7 @@
 //! Host<->device copies of tensor views. Uploads and downloads of whole
-//! dense storages move bytes directly; other views go through a small
-//! program (cached like any op) that reads or writes the view.
+//! dense storages move bytes directly. Other views are written through a
+//! small program (cached like any op); they are read by gathering on the host
+//! from the whole storage, unless the view is a small part of a large storage.
 use std::sync::Arc;
 
 use stablehlo::DType;
@@ -94,7 +95,15 @@ pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
         buffer.to_host(out)?;
         return Ok(());
     }
-    // Materialize the view densely first.
+    if let Some(buffer) = st.buffer.as_ref().filter(|_| st.dtype == src.dtype) {
+        let small = buffer.element_count() * src.dtype.size_bytes() <= HOST_GATHER_MAX_RATIO * need + HOST_GATHER_SLACK;
+        if small && view_fits(src, buffer.element_count()) {
+            let whole = buffer.to_host_vec()?;
+            gather_view(&whole, src, out);
+            return Ok(());
+        }
+    }
+    // A small view of a large storage: materialize it densely on the device first.
     let call = Call {
         op: "aten::clone",
         args: vec![CallArg { value: CallValue::Tensor(src.clone()), write: 0 }, CallArg { value: CallValue::None, write: 0 }],
@@ -114,6 +123,38 @@ pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
             result
         }
         _ => Err(EngineError::runtime("internal error: clone returned no tensor")),
+    }
+}
+
+/// A partial view is read by downloading its whole storage and gathering on
+/// the host when the storage is at most this many times the view (plus the
+/// slack): a transfer compiles nothing, whereas a device-side gather compiles
+/// a program per view shape (e.g. per narrowed output of a bucketed graph).
+const HOST_GATHER_MAX_RATIO: usize = 8;
+const HOST_GATHER_SLACK: usize = 1 << 20;
+
+/// Whether every element of the view lies inside a storage of `count` elements.
+fn view_fits(src: &TensorRef, count: usize) -> bool {
+    let last = src.sizes.iter().zip(&src.strides).map(|(n, s)| (n - 1) * s).sum::<i64>() + src.offset;
+    src.offset >= 0 && src.strides.iter().all(|&s| s >= 0) && (last as usize) < count
+}
+
+/// Copies the elements of the strided view `src` out of its storage's bytes
+/// `storage` into the dense row-major `out`.
+fn gather_view(storage: &[u8], src: &TensorRef, out: &mut [u8]) {
+    let es = src.dtype.size_bytes();
+    let rank = src.sizes.len();
+    let mut index = vec![0i64; rank];
+    for chunk in out.chunks_exact_mut(es) {
+        let at = (src.offset + index.iter().zip(&src.strides).map(|(i, s)| i * s).sum::<i64>()) as usize * es;
+        chunk.copy_from_slice(&storage[at..at + es]);
+        for d in (0..rank).rev() {
+            index[d] += 1;
+            if index[d] < src.sizes[d] {
+                break;
+            }
+            index[d] = 0;
+        }
     }
 }
 

@@ -135,6 +135,13 @@ fn flush(py: Python<'_>, reason: &str) -> PyResult<()> {
     py.allow_threads(|| engine::fused::flush_if_pending(e, reason)).map_err(|err| PyRuntimeError::new_err(err.message))
 }
 
+/// While `on`, Fused Eager does not look for repeating op sequences: the
+/// caller (a compiled graph) flushes at its own end. Returns the previous value.
+#[pyfunction]
+fn set_explicit_graph_boundaries(on: bool) -> bool {
+    engine::fused::set_explicit_boundaries(on)
+}
+
 #[pyfunction]
 fn get_eager_mode() -> &'static str {
     mode::name(mode::current())
@@ -232,6 +239,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_eager_mode, m)?)?;
     m.add_function(wrap_pyfunction!(step_boundary, m)?)?;
     m.add_function(wrap_pyfunction!(flush, m)?)?;
+    m.add_function(wrap_pyfunction!(set_explicit_graph_boundaries, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;

@@ -117,14 +117,16 @@ class Llama(nn.Module):
         cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        causal = torch.triu(torch.ones(cfg.max_seq_len, cfg.max_seq_len, dtype=torch.bool), diagonal=1)
-        self.register_buffer("causal_mask", causal, persistent=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         s = tokens.shape[1]
         x = self.embed(tokens)
         cos, sin = self.rope_cos[:s], self.rope_sin[:s]
-        mask = self.causal_mask[:s, :s]
+        # True above the diagonal: position i does not attend to j > i. Built
+        # from two aranges rather than sliced from an [L, L] buffer: the slice
+        # is contiguous only when s == L, and Dynamo would guard on that.
+        pos = torch.arange(s, device=tokens.device)
+        mask = pos[None, :] > pos[:, None]
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
         return self.head(self.norm(x))

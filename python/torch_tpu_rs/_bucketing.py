@@ -1,0 +1,553 @@
+"""Dynamic shapes without a compile per size: bucketing with masks.
+
+A graph that Dynamo traced with symbolic sizes (`dynamic=True`,
+`torch._dynamo.mark_dynamic`, or automatic dynamic after a size changed) is
+run at a *bucket* size instead of its real size: every symbol is rounded up
+to the next power of two, inputs are zero-padded to it, and the outputs are
+narrowed back. XLA then compiles one program per bucket, so sizes 1..512 need
+at most ceil(log2(512)) + 1 = 10 programs.
+
+Padding is only correct when padded positions never flow into real ones.
+`plan()` proves that per graph, from the symbolic shapes in the FX node
+metadata, by tracking each dimension's *factors* (the sizes it was built
+from, outermost first: a flattened `[batch, seq]` is `(s0, s1)`):
+
+- ops that keep positions apart (pointwise, views, matmuls over static
+  dimensions, embedding, prefix slices) just carry the factors along;
+- ops that combine positions along a padded dimension (sum, mean, amax,
+  softmax, log_softmax, logsumexp, argmax, and matmuls contracting it) get a
+  mask inserted before them that replaces the padding with the reduction's
+  identity (0 for sums and contractions, -inf for maxima); `mean` divides by
+  the real count, which is a runtime scalar;
+- anything else touching a padded dimension (sort, flip, cat along it,
+  negative indices, a size used as a value, ...) makes the graph
+  `Unpaddable`: it then runs at its exact sizes, which is always correct but
+  compiles once per size.
+
+Why bucketing rather than XLA's bounded dynamic dimensions: bounded shapes
+need every lowering to handle dynamic dimensions and rely on the plugin's
+dynamic padder, which not every PJRT backend implements; buckets are static
+shapes that every plugin compiles, and the proof above keeps them exact.
+Inputs whose sizes change are staged through host memory to be padded (a
+transfer, not a compile).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+from torch.fx import Graph, GraphModule, Node
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+Factors = tuple  # ints and sympy Symbols, outermost first
+Struct = list  # one Factors per dimension
+
+
+class Unpaddable(Exception):
+    """The graph cannot run at a padded size (the message says which op)."""
+
+
+@dataclass
+class Plan:
+    gm: GraphModule  # the graph with masks inserted; takes the real sizes as extra inputs
+    symbols: list  # sympy Symbols, in the order of the extra inputs
+    input_dims: list  # per original placeholder: [(dim, symbol)] of padded dims (tensors), or a symbol (SymInt)
+    output_dims: list  # per output leaf: [(dim, symbol)] to narrow, or None for non-tensors
+    caps: dict = field(default_factory=dict)  # symbol -> largest allowed bucket
+
+
+def bucket(n: int, cap: int | None = None) -> int:
+    b = 1 << max(0, math.ceil(math.log2(max(n, 1))))
+    return max(n, min(b, cap)) if cap is not None else b
+
+
+# ---------------------------------------------------------------- factors
+
+
+def _expr(d) -> sympy.Expr:
+    return sympy.Integer(d) if isinstance(d, int) else d.node.expr
+
+
+def _split(e: sympy.Expr) -> tuple[int, list]:
+    """An expression that is a product of integers and symbols, as
+    (integer coefficient, symbols)."""
+    coeff, syms = 1, []
+    for a in sympy.Mul.make_args(e):
+        if a.is_Integer:
+            coeff *= int(a)
+        elif a.is_Symbol:
+            syms.append(a)
+        elif a.is_Pow and a.base.is_Symbol and a.exp.is_Integer and a.exp > 0:
+            syms += [a.base] * int(a.exp)
+        else:
+            raise Unpaddable(f"size {e} is not a product of sizes")
+    return coeff, syms
+
+
+def _normalize(factors) -> Factors:
+    out: list = []
+    for f in factors:
+        if isinstance(f, int):
+            if f == 1:
+                continue
+            if out and isinstance(out[-1], int):
+                out[-1] *= f
+                continue
+        out.append(f)
+    return tuple(out)
+
+
+def _atomic(e: sympy.Expr) -> Factors:
+    if e.is_Integer:
+        return _normalize((int(e),))
+    if e.is_Symbol:
+        return (e,)
+    raise Unpaddable(f"size {e} has no known layout")
+
+
+def _regroup(struct: Struct, out_exprs) -> Struct:
+    """Factors of a view's output dimensions. Fails when the view mixes
+    padded positions with others (e.g. splits a merged [s0*s1] as [s1, s0])."""
+    atoms = list(_normalize(f for dim in struct for f in dim))
+    out = []
+    for e in out_exprs:
+        coeff, syms = _split(e)
+        got = []
+        while coeff != 1 or syms:
+            if not atoms:
+                raise Unpaddable("view changes the number of elements")
+            a = atoms[0]
+            if isinstance(a, int):
+                if coeff % a == 0:
+                    got.append(atoms.pop(0))
+                    coeff //= a
+                elif coeff > 1 and a % coeff == 0:
+                    got.append(coeff)
+                    atoms[0] = a // coeff
+                    coeff = 1
+                else:
+                    raise Unpaddable("view interleaves a padded dimension")
+            elif a in syms:
+                syms.remove(a)
+                got.append(atoms.pop(0))
+            else:
+                raise Unpaddable("view interleaves a padded dimension")
+        out.append(_normalize(got))
+    if atoms:
+        raise Unpaddable("view changes the number of elements")
+    return out
+
+
+def _padded(f: Factors) -> bool:
+    return any(not isinstance(x, int) for x in f)
+
+
+def _prefix_symbol(f: Factors, what: str):
+    """The symbol of a dimension whose padding is one trailing block (a bare
+    symbol), so a mask `index < real size` covers it."""
+    if len(f) == 1 and not isinstance(f[0], int):
+        return f[0]
+    raise Unpaddable(f"{what} over a merged padded dimension {f}")
+
+
+# ---------------------------------------------------------------- analysis
+
+_LAYOUT = {aten.clone.default, aten._to_copy.default, aten.alias.default, aten.detach.default,
+           aten.lift_fresh_copy.default, prims.convert_element_type.default, aten.contiguous.default}
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+_SIZE_ARGS = _VIEWS | {aten.expand.default, aten.slice.Tensor, aten.arange.default, aten.arange.start,
+                       aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
+                       aten.sym_size.int}
+# reduction -> (identity used to mask padding, dims argument index or None for "all")
+_REDUCE = {
+    aten.sum.dim_IntList: (0, 1), aten.sum.default: (0, None),
+    aten.mean.dim: (0, 1), aten.mean.default: (0, None),
+    aten.amax.default: (-math.inf, 1), aten.amin.default: (math.inf, 1),
+    aten.logsumexp.default: (-math.inf, 1),
+    aten._softmax.default: (-math.inf, 1), aten._log_softmax.default: (-math.inf, 1),
+    aten.max.dim: (-math.inf, 1), aten.min.dim: (math.inf, 1),
+    aten.argmax.default: (-math.inf, 1), aten.argmin.default: (math.inf, 1),
+}
+_KEEPS_DIMS = {aten._softmax.default, aten._log_softmax.default}
+
+
+def _val(n):
+    return n.meta.get("val") if isinstance(n, Node) else n
+
+
+def _shape(n) -> list:
+    return [_expr(d) for d in _val(n).shape]
+
+
+def _is_tensor_node(a) -> bool:
+    return isinstance(a, Node) and isinstance(_val(a), torch.Tensor)
+
+
+def _is_sym_node(a) -> bool:
+    return isinstance(a, Node) and isinstance(_val(a), (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _flat(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
+
+
+class _Analysis:
+    def __init__(self, gm: GraphModule):
+        self.gm = gm
+        self.struct: dict[Node, object] = {}
+        self.masks: list = []  # (node, arg index, dim, symbol, fill)
+        self.means: list = []  # (node, [(dim, symbol or None)], input shape)
+        self.caps: dict = {}
+
+    def run(self):
+        for n in self.gm.graph.nodes:
+            if n.op == "placeholder":
+                v = _val(n)
+                if isinstance(v, torch.Tensor):
+                    self.struct[n] = [_atomic(e) for e in _shape(n)]
+                elif isinstance(v, torch.SymInt) and not _expr(v).is_Symbol:
+                    raise Unpaddable(f"size input {_expr(v)}")
+            elif n.op == "call_function":
+                self.struct[n] = self.node(n)
+            elif n.op == "output":
+                for leaf in _flat(n.args):
+                    if _is_sym_node(leaf):
+                        raise Unpaddable("a size is a graph output")
+            else:
+                raise Unpaddable(f"{n.op} nodes")
+
+    def s(self, a) -> Struct:
+        return self.struct[a]
+
+    def node(self, n: Node):
+        t = n.target
+        tensors = [a for a in _flat(n.args) if _is_tensor_node(a)]
+        if t is operator.getitem:
+            return self.s(n.args[0])[n.args[1]]
+        if isinstance(_val(n), (torch.SymInt, int)) and not tensors or t is aten.sym_size.int:
+            return None  # size arithmetic: evaluated at the padded sizes, which is what views need
+        if any(_is_sym_node(a) for a in _flat(n.args)) and t not in _SIZE_ARGS:
+            raise Unpaddable(f"{t} uses a size as a value")
+        if not isinstance(_val(n), (torch.Tensor, tuple, list)):
+            raise Unpaddable(f"{t} returns {type(_val(n)).__name__}")
+        padded_in = any(_padded(f) for a in tensors for f in self.s(a))
+        out_exprs = _shape(n) if isinstance(_val(n), torch.Tensor) else None
+        if not padded_in and out_exprs is not None and all(e.is_Integer for e in out_exprs):
+            return [_atomic(e) for e in out_exprs]
+        handler = _HANDLERS.get(t)
+        if handler is None and isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags:
+            handler = _pointwise
+        if handler is None:
+            raise Unpaddable(f"{t} on a padded dimension")
+        return handler(self, n, out_exprs)
+
+
+def _pointwise(an: _Analysis, n: Node, out):
+    ins = [(an.s(a), _shape(a)) for a in _flat(n.args) if _is_tensor_node(a)]
+    res = []
+    for i in range(len(out)):
+        cands = {st[j] for st, ex in ins if (j := i - (len(out) - len(ex))) >= 0 and ex[j] != 1}
+        if len(cands) > 1:
+            raise Unpaddable(f"{n.target}: operands with different layouts {cands}")
+        res.append(cands.pop() if cands else _atomic(out[i]))
+    return res
+
+
+def _same(an, n, out):
+    return list(an.s(n.args[0]))
+
+
+def _view(an, n, out):
+    return _regroup(an.s(n.args[0]), out)
+
+
+def _expand(an, n, out):
+    src, ex = an.s(n.args[0]), _shape(n.args[0])
+    lead = len(out) - len(src)
+    return [src[i - lead] if i >= lead and ex[i - lead] == out[i] else _atomic(out[i]) for i in range(len(out))]
+
+
+def _permute(an, n, out):
+    src = an.s(n.args[0])
+    return [src[d % len(src)] for d in n.args[1]]
+
+
+def _transpose(an, n, out):
+    src = list(an.s(n.args[0]))
+    if len(src) < 2:
+        return src
+    a, b = (n.args[1] % len(src), n.args[2] % len(src)) if n.target != aten.t.default else (0, 1)
+    src[a], src[b] = src[b], src[a]
+    return src
+
+
+def _unsqueeze(an, n, out):
+    src = list(an.s(n.args[0]))
+    src.insert(n.args[1] % (len(src) + 1), ())
+    return src
+
+
+def _squeeze(an, n, out):
+    src, ex = an.s(n.args[0]), _shape(n.args[0])
+    dims = n.args[1] if len(n.args) > 1 else range(len(src))
+    dims = {d % len(src) for d in ([dims] if isinstance(dims, int) else dims)}
+    return [f for i, f in enumerate(src) if not (i in dims and ex[i] == 1)]
+
+
+def _slice(an, n, out):
+    src = list(an.s(n.args[0]))
+    dim = n.args[1] % len(src) if len(n.args) > 1 else 0
+    start = n.args[2] if len(n.args) > 2 else 0
+    step = n.args[4] if len(n.args) > 4 else 1
+    before, after = _shape(n.args[0])[dim], out[dim]
+    if not _padded(src[dim]):
+        if after.is_Symbol and start == 0 and step == 1 and before.is_Integer:
+            an.caps[after] = min(an.caps.get(after, int(before)), int(before))  # prefix of a static dim
+        src[dim] = _atomic(after)
+    elif not (start == 0 and step == 1 and after == before):
+        raise Unpaddable("slice of a padded dimension")
+    return src
+
+
+def _select(an, n, out):
+    src = list(an.s(n.args[0]))
+    dim = n.args[1] % len(src)
+    if _padded(src[dim]):
+        raise Unpaddable("select on a padded dimension")
+    del src[dim]
+    return src
+
+
+def _matmul(an, n, out):
+    a, b = (n.args[1], n.args[2]) if n.target == aten.addmm.default else n.args[:2]
+    sa, sb = an.s(a), an.s(b)
+    if sa[-1] != sb[-2]:
+        raise Unpaddable("matmul operands with different layouts")
+    if _padded(sa[-1]):
+        sym = _prefix_symbol(sa[-1], "matmul contraction")
+        i = 1 if n.target == aten.addmm.default else 0
+        an.masks += [(n, i, len(sa) - 1, sym, 0), (n, i + 1, len(sb) - 2, sym, 0)]
+    res = list(sa[:-1]) + [sb[-1]]
+    if n.target == aten.addmm.default:
+        _pointwise(an, n, out)  # the bias broadcasts against the product
+    return res
+
+
+def _embedding(an, n, out):
+    return list(an.s(n.args[1])) + [an.s(n.args[0])[-1]]
+
+
+def _cat(an, n, out):
+    tensors = [t for t in n.args[0] if _shape(t) != [0]]
+    dim = (n.args[1] if len(n.args) > 1 else 0) % len(out)
+    structs = [an.s(t) for t in tensors]
+    if any(_padded(s[dim]) for s in structs):
+        raise Unpaddable("cat along a padded dimension")
+    res = [_atomic(out[i]) if i == dim else structs[0][i] for i in range(len(out))]
+    if any(s[i] != res[i] for s in structs for i in range(len(out)) if i != dim):
+        raise Unpaddable("cat of operands with different layouts")
+    return res
+
+
+def _split_op(an, n, out):
+    src, outs = an.s(n.args[0]), _val(n)
+    dim = (n.args[2] if len(n.args) > 2 else 0) % len(src)
+    if _padded(src[dim]):
+        raise Unpaddable("split of a padded dimension")
+    return [[_atomic(_expr(t.shape[dim])) if i == dim else f for i, f in enumerate(src)] for t in outs]
+
+
+def _factory(an, n, out):
+    return [_atomic(e) for e in out]
+
+
+def _reduce(an, n, out):
+    fill, dims_at = _REDUCE[n.target]
+    src = an.s(n.args[0])
+    rank = len(src)
+    dims = n.args[dims_at] if dims_at is not None and len(n.args) > dims_at else None
+    if isinstance(dims, int):
+        dims = [dims]
+    dims = sorted({d % max(rank, 1) for d in dims}) if dims else list(range(rank))
+    counted = []
+    for d in dims:
+        if _padded(src[d]):
+            sym = _prefix_symbol(src[d], str(n.target))
+            an.masks.append((n, 0, d, sym, fill))
+            counted.append((d, sym))
+        else:
+            counted.append((d, None))
+    if n.target in (aten.mean.dim, aten.mean.default) and any(s is not None for _, s in counted):
+        an.means.append((n, counted, _shape(n.args[0])))
+    if n.target in _KEEPS_DIMS:
+        return list(src)
+    keep = n.args[2] if len(n.args) > 2 and dims_at is not None else n.kwargs.get("keepdim", False)
+    res = [(() if d in dims else f) for d, f in enumerate(src)] if keep else [f for d, f in enumerate(src) if d not in dims]
+    if n.target in (aten.max.dim, aten.min.dim):
+        return (res, res)
+    return res
+
+
+def _layer_norm(an, n, out):
+    src = an.s(n.args[0])
+    k = len(n.args[1])
+    if any(_padded(f) for f in src[len(src) - k:]):
+        raise Unpaddable("layer_norm over a padded dimension")
+    stat = list(src[: len(src) - k]) + [()] * k
+    return (list(src), stat, stat)
+
+
+_HANDLERS = {
+    **{t: _same for t in _LAYOUT},
+    **{t: _view for t in _VIEWS},
+    aten.expand.default: _expand, aten.permute.default: _permute,
+    aten.transpose.int: _transpose, aten.t.default: _transpose,
+    aten.unsqueeze.default: _unsqueeze, aten.squeeze.dim: _squeeze, aten.squeeze.dims: _squeeze,
+    aten.squeeze.default: _squeeze,
+    aten.slice.Tensor: _slice, aten.select.int: _select,
+    aten.mm.default: _matmul, aten.bmm.default: _matmul, aten.addmm.default: _matmul,
+    aten.embedding.default: _embedding, aten.cat.default: _cat,
+    aten.split.Tensor: _split_op, aten.split_with_sizes.default: _split_op,
+    aten.arange.default: _factory, aten.full.default: _factory, aten.zeros.default: _factory,
+    aten.ones.default: _factory, aten.empty.memory_format: _factory,
+    aten.native_layer_norm.default: _layer_norm,
+    aten.where.self: _pointwise, aten.masked_fill.Scalar: _pointwise, aten.masked_fill.Tensor: _pointwise,
+    **{t: _reduce for t in _REDUCE},
+}
+
+
+# ---------------------------------------------------------------- rewriting
+
+
+def _fill_for(x: Node, fill):
+    dt = _val(x).dtype
+    if dt.is_floating_point or not math.isinf(fill):
+        return fill
+    if dt == torch.bool:
+        return fill > 0
+    info = torch.iinfo(dt)
+    return info.max if fill > 0 else info.min
+
+
+def _mask(g: Graph, x: Node, like: Node, dim: int, real: Node, fill) -> Node:
+    """`where(arange(P) < real, x, fill)` along `dim`; `real` is a runtime
+    scalar. `like` is the original node of `x` (its metadata)."""
+    rank = _val(like).dim()
+    size = g.call_function(aten.sym_size.int, (x, dim))
+    idx = g.call_function(aten.arange.default, (size,), {"dtype": torch.int64, "device": _val(like).device})
+    keep = g.call_function(aten.lt.Scalar, (idx, real))
+    keep = g.call_function(aten.view.default, (keep, [size if i == dim else 1 for i in range(rank)]))
+    return g.call_function(aten.where.ScalarOther, (keep, x, _fill_for(like, fill)))
+
+
+def plan(gm: GraphModule) -> Plan:
+    """Check that `gm` can run padded and build the masked graph; raises Unpaddable."""
+    an = _Analysis(gm)
+    an.run()
+    g = gm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    input_dims, sources = [], set()
+    for n in placeholders:
+        v = _val(n)
+        if isinstance(v, torch.SymInt):
+            input_dims.append(_expr(v))
+            sources.add(_expr(v))
+        elif isinstance(v, torch.Tensor):
+            dims = [(d, _prefix_symbol(f, "input")) for d, f in enumerate(an.s(n)) if _padded(f)]
+            input_dims.append(dims)
+            sources |= {s for _, s in dims}
+        else:
+            input_dims.append(None)
+    used = {f for st in an.struct.values() if isinstance(st, list) for dim in st
+            if isinstance(dim, tuple) for f in dim if not isinstance(f, int)}
+    if used - sources:
+        raise Unpaddable(f"sizes {sorted(map(str, used - sources))} come from no input")
+    symbols = sorted(sources, key=str)
+    real: dict = {}
+    with g.inserting_after(placeholders[-1]):
+        for sym in reversed(symbols):
+            real[sym] = g.placeholder(f"real_{sym}")
+    by_arg: dict = {}
+    for n, i, dim, sym, fill in an.masks:
+        by_arg.setdefault((n, i), []).append((dim, sym, fill))
+    for (n, i), dims in by_arg.items():
+        with g.inserting_before(n):
+            x = like = n.args[i]
+            for dim, sym, fill in dims:
+                x = _mask(g, x, like, dim, real[sym], fill)
+            n.update_arg(i, x)
+    for n, counted, shape in an.means:
+        x = n.args[0]
+        with g.inserting_before(n):
+            count = 1
+            for d, sym in counted:
+                count = g.call_function(operator.mul, (count, real[sym] if sym is not None else int(shape[d])))
+            keep = n.args[2] if len(n.args) > 2 else False
+            total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
+            mean = g.call_function(aten.div.Scalar, (total, count))
+        n.replace_all_uses_with(mean)
+        g.erase_node(n)
+    output = next(n for n in g.nodes if n.op == "output")
+    output_dims = []
+    for leaf in _flat(output.args):
+        if _is_tensor_node(leaf):
+            output_dims.append([(d, _prefix_symbol(f, "output")) for d, f in enumerate(an.s(leaf)) if _padded(f)])
+        else:
+            output_dims.append(None)
+    g.lint()
+    return Plan(GraphModule(gm, g), symbols, input_dims, output_dims, an.caps)
+
+
+def _pad_input(t: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """Zero-pad a device tensor to `sizes` by staging it through host memory:
+    a transfer each way and no device program, so new sizes compile nothing."""
+    host = t.detach().cpu()
+    out = host.new_zeros(sizes)
+    out[tuple(slice(0, n) for n in host.shape)] = host
+    return out.to(t.device)
+
+
+def run_padded(plan: Plan, run_graph, args: list):
+    """Run the plan's graph at bucket sizes and narrow its outputs to the real ones."""
+    real = {}
+    for info, a in zip(plan.input_dims, args):
+        if isinstance(info, sympy.Expr):
+            real[info] = int(a)
+        elif info:
+            real.update({s: a.shape[d] for d, s in info})
+    pad = {s: bucket(r, plan.caps.get(s)) for s, r in real.items()}
+    padded = []
+    for info, a in zip(plan.input_dims, args):
+        if isinstance(info, sympy.Expr):
+            a = pad[info]
+        elif info and any(a.shape[d] != pad[s] for d, s in info):
+            sizes = list(a.shape)
+            for d, s in info:
+                sizes[d] = pad[s]
+            a = _pad_input(a, sizes)
+        padded.append(a)
+    outs = run_graph(*padded, *[real[s] for s in plan.symbols])
+    flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    for k, dims in enumerate(plan.output_dims):
+        for d, s in dims or ():
+            flat[k] = flat[k].narrow(d, 0, real[s])
+    return type(outs)(flat) if isinstance(outs, (list, tuple)) else flat[0]
+
+
+def has_symbolic_shapes(gm: GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            v = _val(n)
+            if isinstance(v, torch.SymInt) or isinstance(v, torch.Tensor) and any(
+                    not isinstance(d, int) for d in v.shape):
+                return True
+    return False

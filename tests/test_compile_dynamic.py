@@ -1,0 +1,125 @@
+"""Dynamic shapes under torch.compile(backend="tpu"): graphs with symbolic
+sizes run at power-of-two buckets with masks (python/torch_tpu_rs/_bucketing.py).
+Every output is compared with PyTorch on the CPU; compile counts come from
+torch_tpu_rs.metrics()."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch._dynamo
+
+import torch_tpu_rs
+from torch_tpu_rs.models.llama import Llama, LlamaConfig
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _programs() -> int:
+    """Programs made ready by XLA: compiled now or loaded from the disk cache."""
+    m = torch_tpu_rs.metrics()
+    return m["compiles"] + m["cache_hits_disk"]
+
+
+def _close(tpu_out, cpu_out, tol=1e-5):
+    torch.testing.assert_close(tpu_out.cpu(), cpu_out, rtol=tol, atol=tol)
+
+
+def test_llama_forward_40_lengths_compiles_at_most_10_programs():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=96, dim=32, n_layers=1, n_heads=2, hidden_dim=48, max_seq_len=512)
+    cpu = Llama(cfg).eval()
+    model = Llama(cfg).to("tpu").eval()
+    model.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(model, backend="tpu", dynamic=True)
+    middle = (torch.randperm(510, generator=torch.Generator().manual_seed(1))[:38] + 2).tolist()
+    lengths = sorted({1, 512, *middle})
+    assert len(lengths) == 40
+    before = _programs()
+    with torch.no_grad():
+        for n in lengths:
+            tokens = torch.randint(0, cfg.vocab_size, (2, n))
+            out = compiled(tokens.to("tpu"))
+            assert out.shape == (2, n, cfg.vocab_size)
+            _close(out, cpu(tokens))
+    programs = _programs() - before
+    bound = math.ceil(math.log2(512)) + 1
+    assert 1 <= programs <= bound, f"{programs} programs for {len(lengths)} lengths (bound {bound})"
+    assert torch_tpu_rs.metrics()["bucketed_graphs"] >= 1
+
+
+def test_mark_dynamic_and_automatic_dynamic_are_bucketed():
+    def f(x, w):
+        return torch.softmax(x @ w, dim=-1).sum(1)
+
+    w = torch.randn(8, 8)
+    for how in ("mark_dynamic", "automatic"):
+        torch._dynamo.reset()
+        before = torch_tpu_rs.metrics()["bucketed_graphs"]
+        g = torch.compile(f, backend="tpu")
+        for n in (5, 6, 7, 9, 11):
+            x = torch.randn(3, n, 8)
+            xt = x.to("tpu")
+            if how == "mark_dynamic":
+                torch._dynamo.mark_dynamic(xt, 1)
+            _close(g(xt, w.to("tpu")), f(x, w))
+        assert torch_tpu_rs.metrics()["bucketed_graphs"] > before, how
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "argmax", "softmax", "log_softmax", "logsumexp",
+                                  "contract", "mean_all"])
+def test_reductions_over_a_padded_dimension_ignore_the_padding(name):
+    fns = {
+        "sum": lambda x: x.sum(1),
+        "mean": lambda x: x.mean(1, keepdim=True) * 2,
+        "amax": lambda x: (-x.abs()).amax(1),
+        "argmax": lambda x: (-x.abs()).argmax(1),
+        "softmax": lambda x: torch.softmax(x, 1),
+        "log_softmax": lambda x: torch.log_softmax(x, 1),
+        "logsumexp": lambda x: torch.logsumexp(x, 1),
+        "contract": lambda x: x.transpose(1, 2) @ x,
+        "mean_all": lambda x: x.mean(),
+    }
+    f = fns[name]
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()["bucketed_graphs"]
+    for n in (3, 5, 6, 7, 13):
+        x = torch.randn(2, n, 4) - 3  # negative: padding must not win a max
+        _close(g(x.to("tpu")), f(x))
+    assert torch_tpu_rs.metrics()["bucketed_graphs"] > before
+
+
+@pytest.mark.parametrize("name", ["flip", "cumsum_reverse", "interleave", "sort", "size_as_value"])
+def test_graphs_that_cannot_be_padded_run_at_exact_sizes(name):
+    fns = {
+        "flip": lambda x: x.flip(1) * 2,
+        "cumsum_reverse": lambda x: x.flip(1).cumsum(1),
+        "interleave": lambda x: x.reshape(x.shape[0], 4, -1).sum(-1),
+        "sort": lambda x: torch.sort(x, dim=1).values,
+        "size_as_value": lambda x: x * x.shape[1],
+    }
+    f = fns[name]
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    before = sum(torch_tpu_rs.metrics()["exact_shape_graphs"].values())
+    for n in (3, 5, 6):
+        x = torch.randn(2, n, 4)
+        _close(g(x.to("tpu")), f(x))
+    after = sum(torch_tpu_rs.metrics()["exact_shape_graphs"].values())
+    assert after > before, "the unpaddable graph should be counted with its reason"
+
+
+def test_bucketed_graph_output_is_the_real_size_and_does_not_alias_padding():
+    f = lambda x: (x * 2).sum(-1)  # noqa: E731
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    for n in (3, 5):
+        x = torch.randn(n, 6)
+        out = g(x.to("tpu"))
+        assert out.shape == (n,)
+        assert out.is_contiguous() or out.shape[0] == n
+        _close(out + 1, f(x) + 1)
