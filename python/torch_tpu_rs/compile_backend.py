@@ -85,7 +85,13 @@ def _inference(gm, example_inputs):
     return make_boxed_func(_one_program(gm, "inference"))
 
 
-tpu_backend = aot_autograd(fw_compiler=_forward, bw_compiler=_backward, inference_compiler=_inference)
+# keep_inference_input_mutations: an optimizer step compiled on its own updates
+# parameters with copy_ inside the graph, so the fused program writes their
+# storages and donates the old buffers (instead of returning new tensors that
+# AOTAutograd copies back afterwards).
+tpu_backend = aot_autograd(
+    fw_compiler=_forward, bw_compiler=_backward, inference_compiler=_inference, keep_inference_input_mutations=True
+)
 
 
 def register() -> None:

@@ -167,6 +167,21 @@ def memory_reserved(device: Any = None) -> int:
     return memory_allocated(device)
 
 
+def memory_stats(device: Any = None) -> dict:
+    """Like torch.cuda.memory_stats: `allocated_bytes.all.current/peak` are the
+    bytes of live tpu storages on the device; `device_buffer_bytes.current/peak`
+    are the bytes of the PJRT buffers behind them, all devices together
+    (storages can share a buffer; donated buffers are reused by outputs)."""
+    current, peak = _C.memory_stats(_index(device))[:2]
+    buffers, buffers_peak = _C.buffer_memory()
+    return {
+        "allocated_bytes.all.current": current,
+        "allocated_bytes.all.peak": peak,
+        "device_buffer_bytes.current": buffers,
+        "device_buffer_bytes.peak": buffers_peak,
+    }
+
+
 def empty_cache() -> None:
     """Nothing is cached beyond live tensors; kept for torch.cuda parity."""
 

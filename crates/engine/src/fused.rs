@@ -237,7 +237,8 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
         g.order.iter().filter(|id| !dead.contains(id)).filter_map(|id| g.pending.get(id)).collect();
     let mut results: Vec<Value> = live.iter().map(|p| p.value).collect();
     results.extend(g.checks.iter().map(|(v, _)| *v));
-    let text = g.b.finish(&results);
+    let aliases = donations(&g, &live);
+    let text = g.b.finish_aliased(&results, &aliases);
 
     // Two independent hashes of the text (and its length) identify the graph.
     let hash = hash_key(&text, &[]);
@@ -275,11 +276,17 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
     };
     let refs: Vec<&pjrt::Buffer> = g.inputs.iter().map(|b| b.as_ref()).collect();
     let device = engine.device(g.device)?;
+    let donate: Vec<usize> = aliases.iter().map(|&(arg, _)| arg).collect();
     let outs = compiled
         .executable
-        .execute(&refs, Some(device))
+        .execute_donating(&refs, &donate, Some(device))
         .map_err(|e| EngineError::runtime(format!("fused graph of {} ops: execution failed: {e}", g.ops.len())))?;
     Metrics::inc(&engine.metrics.executions);
+    for &i in &donate {
+        if g.inputs[i].is_deleted() {
+            Metrics::inc(&engine.metrics.donated_buffers);
+        }
+    }
     if let Some(last) = outs.last() {
         crate::dispatch::note_output(last);
     }
@@ -297,6 +304,37 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// In-place updates donate: a storage overwritten in this graph whose old
+/// buffer is a graph argument held by nobody else (not shared with another
+/// storage, not captured twice) gives that buffer to its new value, so an
+/// optimizer step does not hold old and new parameters at once. Returns
+/// (argument, result) pairs.
+/// `TORCH_TPU_DONATE=0` turns donation off (to measure what it saves).
+fn donations(g: &Graph, live: &[&Pending]) -> Vec<(usize, usize)> {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let enabled = *ENABLED.get_or_init(|| std::env::var("TORCH_TPU_DONATE").map(|v| v != "0").unwrap_or(true));
+    let args = g.b.args();
+    if !enabled || args.len() != g.inputs.len() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (r, p) in live.iter().enumerate() {
+        // SAFETY: live pending storages are not in DEAD, so they are alive.
+        let storage = unsafe { &*p.storage };
+        let Some((arg, _)) = g.captured.get(&storage.id) else { continue };
+        let Some(i) = args.iter().position(|a| a == arg) else { continue };
+        if g.b.ty(*arg) != g.b.ty(p.value) {
+            continue;
+        }
+        let held_by_storage = storage.state().buffer.as_ref().map(|b| Arc::ptr_eq(b, &g.inputs[i])).unwrap_or(false);
+        // Holders: the graph's input list and the storage itself.
+        if held_by_storage && Arc::strong_count(&g.inputs[i]) == 2 {
+            out.push((i, r));
+        }
+    }
+    out
 }
 
 /// Runs the pending graph, if any, before a non-fused path touches data.

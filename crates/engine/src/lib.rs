@@ -24,3 +24,5 @@ pub mod transfer;
 
 pub use error::{EngineError, Result};
 pub use runtime::{engine, Engine};
+/// Bytes held by live device buffers (see pjrt::buffer_memory).
+pub use pjrt::{buffer_memory, reset_buffer_memory_peak};

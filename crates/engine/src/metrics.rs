@@ -14,6 +14,8 @@ pub struct Metrics {
     /// Disk cache entries found unusable (deleted and recompiled).
     pub cache_disk_corrupt: AtomicU64,
     pub executions: AtomicU64,
+    /// Input buffers handed to an execution for reuse by its outputs.
+    pub donated_buffers: AtomicU64,
     pub host_syncs: AtomicU64,
     pub graph_flushes: AtomicU64,
     pub flush_reasons: Mutex<BTreeMap<String, u64>>,

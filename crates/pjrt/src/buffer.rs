@@ -19,6 +19,8 @@ pub struct Buffer {
     ty: ElementType,
     dims: Arc<[i64]>,
     device: Device,
+    /// Bytes counted in `buffer_memory` until the buffer is dropped or donated.
+    counted: std::sync::atomic::AtomicI64,
 }
 
 // SAFETY: PJRT buffers are thread-safe.
@@ -44,12 +46,14 @@ impl Buffer {
         dims: Arc<[i64]>,
         device: Device,
     ) -> Buffer {
+        let counted = counted_bytes(ty, &dims);
         Buffer {
             client,
             raw,
             ty,
             dims,
             device,
+            counted,
         }
     }
 
@@ -75,13 +79,17 @@ impl Buffer {
             Ok((ty, dims, client.device_from_raw(dv.device)?))
         };
         match query() {
-            Ok((ty, dims, device)) => Ok(Buffer {
-                client,
-                raw,
-                ty,
-                dims,
-                device,
-            }),
+            Ok((ty, dims, device)) => {
+                let counted = counted_bytes(ty, &dims);
+                Ok(Buffer {
+                    client,
+                    raw,
+                    ty,
+                    dims,
+                    device,
+                    counted,
+                })
+            }
             Err(e) => {
                 let mut a = ffi::PJRT_Buffer_Destroy_Args::new();
                 a.buffer = raw;
@@ -218,8 +226,33 @@ impl Buffer {
     }
 }
 
+fn counted_bytes(ty: ElementType, dims: &[i64]) -> std::sync::atomic::AtomicI64 {
+    let bytes = dense_byte_size(ty, dims).ok().flatten().unwrap_or(0) as i64;
+    crate::buffer_memory::add(bytes);
+    std::sync::atomic::AtomicI64::new(bytes)
+}
+
+impl Buffer {
+    /// Whether the plugin has deleted the buffer (e.g. it was donated to an
+    /// execution, whose output now owns its memory).
+    pub fn is_deleted(&self) -> bool {
+        let mut a = ffi::PJRT_Buffer_IsDeleted_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: valid buffer handle.
+        unsafe { pjrt_call!(self.client.api(), PJRT_Buffer_IsDeleted, &mut a) }.map(|_| a.is_deleted).unwrap_or(false)
+    }
+
+    /// Stops counting this buffer's bytes once the plugin has deleted it.
+    pub(crate) fn uncount_if_deleted(&self) {
+        if self.is_deleted() {
+            crate::buffer_memory::sub(self.counted.swap(0, std::sync::atomic::Ordering::Relaxed));
+        }
+    }
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
+        crate::buffer_memory::sub(self.counted.swap(0, std::sync::atomic::Ordering::Relaxed));
         let mut a = ffi::PJRT_Buffer_Destroy_Args::new();
         a.buffer = self.raw;
         // SAFETY: we own the buffer. Errors cannot be reported from drop.

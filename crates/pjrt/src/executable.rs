@@ -297,6 +297,11 @@ impl Executable {
         // SAFETY: every pointer references locals (or live buffers borrowed
         // by `inputs`) that outlive the call; the plugin fills `outs`.
         unsafe { pjrt_call!(self.client.api(), PJRT_LoadedExecutable_Execute, &mut args) }?;
+        // Donated inputs the plugin consumed no longer hold memory; stop
+        // counting them before the outputs that reuse it are counted.
+        for &i in donate {
+            inputs[i].uncount_if_deleted();
+        }
 
         // Take ownership of every output before anything can fail.
         let mut result = Vec::with_capacity(outs.len());

@@ -524,6 +524,14 @@ pub struct PJRT_Buffer_OnDeviceSizeInBytes_Args {
 }
 
 #[repr(C)]
+pub struct PJRT_Buffer_IsDeleted_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub buffer: *mut PJRT_Buffer,
+    pub is_deleted: bool,
+}
+
+#[repr(C)]
 pub struct PJRT_Buffer_Device_Args {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
@@ -591,6 +599,7 @@ pjrt_args! {
     PJRT_Buffer_ElementType_Args => type_,
     PJRT_Buffer_Dimensions_Args => num_dims,
     PJRT_Buffer_OnDeviceSizeInBytes_Args => on_device_size_in_bytes,
+    PJRT_Buffer_IsDeleted_Args => is_deleted,
     PJRT_Buffer_Device_Args => device,
     PJRT_Buffer_ToHostBuffer_Args => event,
     PJRT_Buffer_ReadyEvent_Args => event,
@@ -685,7 +694,7 @@ pub struct PJRT_Api {
     pub PJRT_Buffer_Device: PjrtFn<PJRT_Buffer_Device_Args>,
     pub PJRT_Buffer_Memory: Unused,
     pub PJRT_Buffer_Delete: Unused,
-    pub PJRT_Buffer_IsDeleted: Unused,
+    pub PJRT_Buffer_IsDeleted: PjrtFn<PJRT_Buffer_IsDeleted_Args>,
     pub PJRT_Buffer_CopyToDevice: Unused,
     pub PJRT_Buffer_ToHostBuffer: PjrtFn<PJRT_Buffer_ToHostBuffer_Args>,
     pub PJRT_Buffer_IsOnCpu: Unused,
@@ -776,6 +785,7 @@ mod tests {
         assert_eq!(PJRT_Buffer_ElementType_Args::STRUCT_SIZE, 28);
         assert_eq!(PJRT_Buffer_Dimensions_Args::STRUCT_SIZE, 40);
         assert_eq!(PJRT_Buffer_OnDeviceSizeInBytes_Args::STRUCT_SIZE, 32);
+        assert_eq!(PJRT_Buffer_IsDeleted_Args::STRUCT_SIZE, 25);
         assert_eq!(PJRT_Buffer_ToHostBuffer_Args::STRUCT_SIZE, 56);
         assert_eq!(PJRT_Buffer_ReadyEvent_Args::STRUCT_SIZE, 32);
         assert_eq!(PJRT_Buffer_Device_Args::STRUCT_SIZE, 32);

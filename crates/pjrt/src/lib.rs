@@ -26,6 +26,7 @@ pub mod ffi;
 
 mod api;
 mod buffer;
+mod buffer_memory;
 mod client;
 mod device;
 mod error;
@@ -35,6 +36,7 @@ mod types;
 
 pub use api::{default_plugin_path, Api, NamedValue, CPU_PLUGIN_SUBPATH, PLUGIN_ENV_VAR};
 pub use buffer::Buffer;
+pub use buffer_memory::{buffer_memory, reset_buffer_memory_peak};
 pub use client::{Client, ClientOption, DEVICE0_COMPILE_OPTIONS, PORTABLE_COMPILE_OPTIONS};
 pub use device::Device;
 pub use error::{code, Error, Result};

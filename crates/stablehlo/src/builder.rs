@@ -77,10 +77,22 @@ impl Builder {
     /// The whole module text, with `results` returned from `@main`.
     /// Panics if a result does not belong to this builder.
     pub fn finish(&self, results: &[Value]) -> String {
+        self.finish_aliased(results, &[])
+    }
+
+    /// Like [`finish`](Self::finish), and declares that argument `a` may
+    /// share its memory with result `r` for each `(a, r)` in `aliases`
+    /// (`tf.aliasing_output`, which XLA turns into input/output aliasing:
+    /// a donated argument buffer is reused for that result).
+    pub fn finish_aliased(&self, results: &[Value], aliases: &[(usize, usize)]) -> String {
         let arg_list: Vec<String> = self
             .args
             .iter()
-            .map(|&a| format!("{}: {}", self.names[a.index()], self.ty(a)))
+            .enumerate()
+            .map(|(i, &a)| match aliases.iter().find(|(arg, _)| *arg == i) {
+                Some((_, r)) => format!("{}: {} {{tf.aliasing_output = {r} : i32}}", self.names[a.index()], self.ty(a)),
+                None => format!("{}: {}", self.names[a.index()], self.ty(a)),
+            })
             .collect();
         let result_types: Vec<String> = results.iter().map(|&r| self.ty(r).to_string()).collect();
         let mut out = String::from("module {\n");

@@ -164,7 +164,15 @@ fn memory_stats(device: i32) -> (i64, i64, i64) {
 
 #[pyfunction]
 fn reset_peak_memory_stats(device: i32) {
-    engine::storage::MEMORY.reset_peak(device)
+    engine::storage::MEMORY.reset_peak(device);
+    engine::reset_buffer_memory_peak();
+}
+
+/// (bytes held by live PJRT buffers, peak): what the device really holds,
+/// which donation lowers (storages sharing a buffer count it once).
+#[pyfunction]
+fn buffer_memory() -> (i64, i64) {
+    engine::buffer_memory()
 }
 
 fn map_to_dict<'py>(py: Python<'py>, m: BTreeMap<String, u64>) -> PyResult<Bound<'py, PyDict>> {
@@ -180,7 +188,7 @@ fn map_to_dict<'py>(py: Python<'py>, m: BTreeMap<String, u64>) -> PyResult<Bound
 fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     let Some(e) = engine::runtime::started() else {
-        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "host_syncs", "graph_flushes"] {
+        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "donated_buffers", "host_syncs", "graph_flushes"] {
             d.set_item(k, 0)?;
         }
         d.set_item("compile_seconds", 0.0)?;
@@ -199,6 +207,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("cache_disk_corrupt", Metrics::get(&m.cache_disk_corrupt))?;
     d.set_item("disk_cache_mode", engine::disk_cache::mode())?;
     d.set_item("executions", Metrics::get(&m.executions))?;
+    d.set_item("donated_buffers", Metrics::get(&m.donated_buffers))?;
     d.set_item("host_syncs", Metrics::get(&m.host_syncs))?;
     d.set_item("graph_flushes", Metrics::get(&m.graph_flushes))?;
     d.set_item("flush_reasons", map_to_dict(py, Metrics::snapshot_map(&m.flush_reasons))?)?;
@@ -240,6 +249,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(step_boundary, m)?)?;
     m.add_function(wrap_pyfunction!(flush, m)?)?;
     m.add_function(wrap_pyfunction!(set_explicit_graph_boundaries, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_memory, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
