@@ -79,17 +79,8 @@ impl Buffer {
             Ok((ty, dims, client.device_from_raw(dv.device)?))
         };
         match query() {
-            Ok((ty, dims, device)) => {
-                let counted = counted_bytes(ty, &dims);
-                Ok(Buffer {
-                    client,
-                    raw,
-                    ty,
-                    dims,
-                    device,
-                    counted,
-                })
-            }
+            // SAFETY: we own `raw`; its type, dims and device were just queried.
+            Ok((ty, dims, device)) => Ok(unsafe { Buffer::from_raw_parts(client, raw, ty, dims, device) }),
             Err(e) => {
                 let mut a = ffi::PJRT_Buffer_Destroy_Args::new();
                 a.buffer = raw;
