@@ -1,5 +1,6 @@
 //! Tensor factories that compute their contents: arange, linspace, logspace,
-//! eye, tril_indices/triu_indices, scalar_tensor.
+//! eye, tril_indices/triu_indices, scalar_tensor, _efficientzerotensor
+//! (autograd's all-zero gradient, e.g. of sgn: an ordinary zero tensor here).
 //!
 //! (empty/full/zeros/ones/*_like come as `empty` + `fill_`/`zero_`, which the
 //! core family lowers.) PyTorch calls the `.out` overloads here, and out=
@@ -24,6 +25,7 @@ pub const OPS: &[OpEntry] = &[
     op!("tril_indices", tril_indices),
     op!("triu_indices", triu_indices),
     op!("scalar_tensor", scalar_tensor),
+    op!("_efficientzerotensor", efficient_zero_tensor),
 ];
 
 /// The leading run of Scalar arguments and the position after it.
@@ -278,4 +280,11 @@ fn scalar_tensor(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     };
     let v = s.value;
     Ok(vec![lx.cast(v, dtype)?])
+}
+
+/// _efficientzerotensor(size, dtype?, ...): zeros (float32 unless a dtype is given).
+fn efficient_zero_tensor(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let shape = args.ints(0)?;
+    let dtype = args.opt_dtype(1).ok().flatten().unwrap_or(DType::F32);
+    Ok(vec![lx.full(dtype, 0.0, &shape)?])
 }

@@ -38,7 +38,7 @@ pub const OPS: &[OpEntry] = &[
     op!("native_dropout_backward", native_dropout_backward),
 ];
 
-fn float_only(lx: &Lower, d: DType) -> Result<()> {
+pub(super) fn float_only(lx: &Lower, d: DType) -> Result<()> {
     if !d.is_float() {
         bail!(NotImplemented, "{}: not implemented for '{}'", lx.op, dtypes::name(d));
     }
@@ -67,7 +67,7 @@ fn mean_back(lx: &mut Lower, v: Value, dims: &[i64]) -> Result<Value> {
 }
 
 /// `v` (one value per element of the dims not in `dims`) broadcast to `shape`.
-fn along(lx: &mut Lower, v: Value, shape: &[i64], dims: &[i64]) -> Result<Value> {
+pub(super) fn along(lx: &mut Lower, v: Value, shape: &[i64], dims: &[i64]) -> Result<Value> {
     let n = lx.shape(v).iter().product::<i64>();
     let kept: Vec<i64> = (0..shape.len() as i64).filter(|d| !dims.contains(d)).collect();
     let kept_shape: Vec<i64> = kept.iter().map(|&d| shape[d as usize]).collect();
@@ -335,14 +335,14 @@ fn param(lx: &mut Lower, p: Option<&TensorArg>, shape: &[i64], dims: &[i64], a: 
     Ok(Some(lx.b.broadcast_in_dim(v, shape, dims)?))
 }
 
-fn rsqrt_eps(lx: &mut Lower, v: Value, eps: f64) -> Result<Value> {
+pub(super) fn rsqrt_eps(lx: &mut Lower, v: Value, eps: f64) -> Result<Value> {
     let e = k(lx, v, eps)?;
     let ve = lx.b.add(v, e)?;
     Ok(lx.b.rsqrt(ve)?)
 }
 
 /// (mean, biased variance), both broadcast back over `dims`.
-fn moments(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<(Value, Value)> {
+pub(super) fn moments(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<(Value, Value)> {
     let m = mean_back(lx, x, dims)?;
     let d = lx.b.sub(x, m)?;
     let d2 = lx.b.mul(d, d)?;
@@ -374,7 +374,7 @@ fn normalize(
 
 /// The input gradient of a norm over `dims` with saved statistics:
 /// `scale * (g - mean(g) - xhat * mean(g * xhat))`.
-fn norm_dx(lx: &mut Lower, g: Value, xhat: Value, scale: Value, dims: &[i64]) -> Result<Value> {
+pub(super) fn norm_dx(lx: &mut Lower, g: Value, xhat: Value, scale: Value, dims: &[i64]) -> Result<Value> {
     let mg = mean_back(lx, g, dims)?;
     let gx = lx.b.mul(g, xhat)?;
     let mgx = mean_back(lx, gx, dims)?;

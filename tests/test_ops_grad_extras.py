@@ -1,0 +1,65 @@
+"""group_norm (native_group_norm and its backward), Tensor.unfold's backward
+(overlapping and gapped windows) and sgn's zero gradient, against CPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import assert_same
+
+
+def _grads(fn, *cpu_inputs):
+    """fn's output and the gradients of its inputs for a fixed cotangent, on CPU and tpu."""
+    out = []
+    for dev in ("cpu", "tpu"):
+        xs = [x.detach().to(dev).requires_grad_(True) for x in cpu_inputs]
+        y = fn(*xs)
+        cot = torch.linspace(-1, 1, y.numel()).reshape(y.shape).to(dev)
+        gs = torch.autograd.grad(y, xs, cot)
+        out.append((y, gs))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5), 3), ((3, 4, 2, 3), 2), ((1, 8), 4)])
+def test_group_norm_forward_and_backward(shape, groups, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=dtype)
+    w = torch.randn(shape[1], dtype=dtype)
+    b = torch.randn(shape[1], dtype=dtype)
+    (cy, cg), (ty, tg) = _grads(lambda x, w, b: torch.nn.functional.group_norm(x, groups, w, b, eps=1e-5), x, w, b)
+    assert_same(ty, cy)
+    for t, c in zip(tg, cg):
+        assert_same(t, c, rtol=1e-4, atol=1e-5)
+
+
+def test_group_norm_without_affine_and_bfloat16():
+    x = torch.randn(2, 4, 6)
+    (cy, cg), (ty, tg) = _grads(lambda x: torch.nn.functional.group_norm(x, 2), x)
+    assert_same(ty, cy)
+    assert_same(tg[0], cg[0], rtol=1e-4, atol=1e-5)
+    xb = x.bfloat16()
+    assert_same(torch.nn.functional.group_norm(xb.to("tpu"), 2), torch.nn.functional.group_norm(xb, 2))
+
+
+def test_group_norm_rejects_indivisible_channels():
+    x = torch.randn(2, 5, 3)
+    with pytest.raises(RuntimeError, match="divisible"):
+        torch.nn.functional.group_norm(x, 2)
+    with pytest.raises(RuntimeError, match="divisible"):
+        torch.nn.functional.group_norm(x.to("tpu"), 2).cpu()
+
+
+@pytest.mark.parametrize("dim,size,step", [(0, 3, 1), (1, 2, 3), (-1, 4, 2), (1, 1, 1), (0, 7, 1)])
+def test_unfold_backward_accumulates_overlapping_windows(dim, size, step):
+    x = torch.randn(7, 9)
+    (cy, cg), (ty, tg) = _grads(lambda x: x.unfold(dim, size, step) * 3, x)
+    assert_same(ty, cy)
+    assert_same(tg[0], cg[0])
+
+
+def test_sgn_gradient_is_zero():
+    x = torch.tensor([-2.0, 0.0, 3.0])
+    (cy, cg), (ty, tg) = _grads(torch.sgn, x)
+    assert_same(ty, cy)
+    assert_same(tg[0], cg[0])
