@@ -94,9 +94,14 @@ def test_recompiles_on_dtype_change():
     f(torch.ones(4, device="tpu"))
     f(torch.ones(4, device="tpu"))
     assert torch_tpu_rs.metrics()["compiled_graphs"] == graphs + 1
+    recompiles = torch_tpu_rs.metrics()["graph_recompiles"]
     out = f(torch.ones(4, dtype=torch.float64, device="tpu"))
     assert out.dtype == torch.float64 and out.cpu().tolist() == [4.0] * 4
-    assert torch_tpu_rs.metrics()["compiled_graphs"] == graphs + 2
+    m = torch_tpu_rs.metrics()
+    assert m["compiled_graphs"] == graphs + 2
+    assert m["graph_recompiles"] == recompiles + 1
+    assert any("dtype mismatch" in r for r in m["graph_recompile_reasons"]), m["graph_recompile_reasons"]
+    assert "recompiled: " in torch_tpu_rs.metrics_report()
 
 
 def test_guard_on_captured_python_constant():

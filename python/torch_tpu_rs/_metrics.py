@@ -11,7 +11,8 @@ def metrics() -> dict:
     executions, host_syncs, graph_flushes, fallbacks (op -> count),
     recompile_reasons (reason -> count), host_sync_sources (source -> count),
     flush_reasons (reason -> count), cached_programs, and for torch.compile:
-    compiled_graphs, graph_breaks, bucketed_graphs (graphs with symbolic
+    compiled_graphs, graph_breaks, graph_recompiles and graph_recompile_reasons
+    (Dynamo guard that failed -> count), bucketed_graphs (graphs with symbolic
     sizes run at power-of-two buckets) and exact_shape_graphs (reason ->
     count: symbolic graphs that could not be bucketed and compile per size).
     """
@@ -35,7 +36,7 @@ def metrics_report() -> str:
         f"  executions:        {m['executions']}",
         f"  graph flushes:     {m['graph_flushes']}",
         f"  torch.compile:     {m.get('compiled_graphs', 0)} graphs, {m.get('graph_breaks', 0)} graph breaks, "
-        f"{m.get('bucketed_graphs', 0)} bucketed",
+        f"{m.get('bucketed_graphs', 0)} bucketed, {m.get('graph_recompiles', 0)} recompiles",
         f"  host syncs:        {m['host_syncs']}",
     ]
     for source, n in sorted(m["host_sync_sources"].items(), key=lambda kv: -kv[1]):
@@ -43,6 +44,8 @@ def metrics_report() -> str:
     lines.append(f"  recompile reasons: {sum(m['recompile_reasons'].values())}")
     for reason, n in sorted(m["recompile_reasons"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  {reason}")
+    for reason, n in sorted(m.get("graph_recompile_reasons", {}).items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  recompiled: {reason}")
     for reason, n in sorted(m.get("exact_shape_graphs", {}).items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  compiled per size: {reason}")
     lines.append(f"  cpu fallbacks:     {sum(m['fallbacks'].values())}")

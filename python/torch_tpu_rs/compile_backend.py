@@ -15,8 +15,9 @@ program per power-of-two size instead of one per size.
 
 Graph breaks are Dynamo's: the code between graphs runs in the current
 eager mode. `torch_tpu_rs.metrics()` reports `compiled_graphs` (graphs
-handed to this backend: first compiles and Dynamo recompiles) and
-`graph_breaks`.
+handed to this backend: first compiles and Dynamo recompiles),
+`graph_breaks`, and `graph_recompiles` with `graph_recompile_reasons`
+(the guard that failed -> count).
 """
 from __future__ import annotations
 
@@ -100,9 +101,28 @@ def register() -> None:
     register_backend(name="tpu")(tpu_backend)
 
 
+def _recompile_reasons() -> dict:
+    """Dynamo recompiles, by the guard that failed (first line, without the
+    frame prefix and source comment), from Dynamo's compilation metrics."""
+    import re
+
+    from torch._dynamo import utils
+
+    reasons: dict = {}
+    for m in getattr(utils, "get_compilation_metrics", lambda: [])():
+        reason = getattr(m, "recompile_reason", None)
+        if not reason:
+            continue
+        first = re.sub(r"^\d+/\d+: ", "", reason.strip().splitlines()[0]).split("#")[0].strip()
+        reasons[first] = reasons.get(first, 0) + 1
+    return reasons
+
+
 def counts() -> dict:
     from torch._dynamo.utils import counters
 
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _counts.items()}
     out["graph_breaks"] = sum(counters["graph_break"].values())
+    out["graph_recompile_reasons"] = _recompile_reasons()
+    out["graph_recompiles"] = sum(out["graph_recompile_reasons"].values())
     return out
