@@ -1,6 +1,7 @@
 // PrivateUse1 hooks: availability, device count, generators, and growing a
 // storage in place (resize_ on a tpu tensor).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CPUAllocator.h>
 
 #include "tpu_common.h"
 
@@ -28,6 +29,10 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return static_cast<c10::DeviceIndex>(tpu_engine_device_count());
   }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  // Host staging memory for non_blocking copies and pin_memory(): PJRT's
+  // host transfers take any host memory, so ordinary CPU memory serves.
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void*) const override { return false; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     auto* impl = storage.unsafeGetStorageImpl();
     void* old_handle = impl->data_ptr().get();

@@ -108,3 +108,15 @@ def test_import_torch_alone_loads_the_device():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_non_blocking_copy_to_cpu_and_pin_memory_allocator():
+    """`.to("cpu", non_blocking=True)` stages through the hooks' pinned-memory
+    allocator (ordinary host memory for PJRT) and gives the same values."""
+    x = torch.randn(5, 3)
+    y = x.to("tpu").to("cpu", non_blocking=True)
+    torch.tpu.synchronize()
+    assert torch.equal(y, x)
+    z = x.to("tpu").to("cpu", torch.float64, non_blocking=True, copy=True)
+    torch.tpu.synchronize()
+    assert z.dtype == torch.float64 and torch.equal(z, x.double())

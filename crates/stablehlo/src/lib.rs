@@ -31,6 +31,7 @@ mod error;
 pub mod literal;
 mod math_erf;
 mod ops_const;
+mod ops_control;
 mod ops_conv;
 mod ops_dot;
 mod ops_elementwise;

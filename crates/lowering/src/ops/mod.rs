@@ -11,8 +11,12 @@ mod dynamic;
 mod elementwise;
 mod factory;
 mod foreach;
+mod group_norm;
 mod indexing;
 mod linalg;
+mod linalg_lu;
+mod linalg_orth;
+mod losses;
 mod misc;
 mod misc2;
 mod nn;
@@ -20,9 +24,12 @@ mod pool;
 mod random;
 mod reduce;
 mod resize;
+mod sampling;
 mod selection;
 mod shape;
 mod special;
+mod special_fns;
+mod unfold_backward;
 
 pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     core::OPS,
@@ -31,9 +38,13 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     activation::OPS,
     reduce::OPS,
     nn::OPS,
+    group_norm::OPS,
     pool::OPS,
     resize::OPS,
+    sampling::OPS,
     linalg::OPS,
+    linalg_lu::OPS,
+    linalg_orth::OPS,
     shape::OPS,
     indexing::OPS,
     factory::OPS,
@@ -43,8 +54,11 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     selection::OPS,
     coverage::OPS,
     special::OPS,
+    special_fns::OPS,
     misc::OPS,
     misc2::OPS,
+    unfold_backward::OPS,
     attention::OPS,
     cholesky::OPS,
+    losses::OPS,
 ];

@@ -5,6 +5,8 @@
 //! Cephes algorithms PyTorch's CPU kernels use (ATen/native/Math.h); loops
 //! with data-dependent trip counts are unrolled to their bound with
 //! selects. Ints and bool give float32; results are rounded to the output.
+// Published coefficient tables (Cephes) are kept digit for digit.
+#![allow(clippy::excessive_precision)]
 use stablehlo::{CompareDir, DType, Value};
 
 use super::elementwise::{float_of, prepare};
