@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use stablehlo::{Builder, DType, TensorType, Value};
 
-use crate::cache::{hash_key, Compiled};
+use crate::cache::Compiled;
 use crate::call::Call;
 use crate::dispatch::{resolve_input, NewTensor, RetValue};
 use crate::error::{EngineError, Result};
@@ -241,8 +241,7 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
     let text = g.b.finish_aliased(&results, &aliases);
 
     // Two independent hashes of the text (and its length) identify the graph.
-    let hash = hash_key(&text, &[]);
-    let second = text.bytes().fold(0x84222325cbf29ce4u64, |h, c| (h ^ c as u64).wrapping_mul(0x100000001b3).rotate_left(7));
+    let (hash, second) = fingerprint(&text);
     let key = [text.len() as i64, second as i64];
     let compiled = match engine.cache.get(hash, "fused graph", &key) {
         Some(c) => {
@@ -335,6 +334,25 @@ fn donations(g: &Graph, live: &[&Pending]) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// Two independent 64-bit hashes of a program text, 8 bytes at a time (the
+/// text of a training step is hundreds of KB and is hashed at every flush).
+fn fingerprint(text: &str) -> (u64, u64) {
+    let (mut a, mut b) = (0x9e37_79b9_7f4a_7c15u64, 0xc2b2_ae3d_27d4_eb4fu64);
+    let bytes = text.as_bytes();
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+        a = (a ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+        b = (b.rotate_left(17) ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    }
+    for &c in chunks.remainder() {
+        a = (a ^ c as u64).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+        b = (b.rotate_left(17) ^ c as u64).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    }
+    let n = bytes.len() as u64;
+    (a ^ n, b ^ n.rotate_left(32))
 }
 
 /// Runs the pending graph, if any, before a non-fused path touches data.

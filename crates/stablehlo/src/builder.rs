@@ -141,32 +141,46 @@ impl Builder {
         attrs: &[(&str, String)],
         results: &[TensorType],
     ) -> String {
-        let names: Vec<&str> = operands
-            .iter()
-            .map(|v| self.names[v.index()].as_str())
-            .collect();
-        let in_types: Vec<String> = operands.iter().map(|&v| self.ty(v).to_string()).collect();
-        let mut s = format!("\"{op}\"({})", names.join(", "));
+        use std::fmt::Write;
+        // One buffer, no intermediate strings: this runs for every op of
+        // every Fused Eager step.
+        let mut s = String::with_capacity(96 + 48 * operands.len());
+        let _ = write!(s, "\"{op}\"(");
+        for (i, v) in operands.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            s.push_str(&self.names[v.index()]);
+        }
+        s.push(')');
         if !regions.is_empty() {
-            s.push_str(&format!(" ({})", regions.join(", ")));
+            let _ = write!(s, " ({})", regions.join(", "));
         }
         if !attrs.is_empty() {
-            let a: Vec<String> = attrs.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            s.push_str(&format!(" {{{}}}", a.join(", ")));
+            s.push_str(" {");
+            for (i, (k, v)) in attrs.iter().enumerate() {
+                let _ = write!(s, "{}{k} = {v}", if i > 0 { ", " } else { "" });
+            }
+            s.push('}');
         }
-        let out = match results.len() {
-            0 => "()".to_string(),
-            1 => results[0].to_string(),
-            _ => format!(
-                "({})",
-                results
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
-        s.push_str(&format!(" : ({}) -> {out}", in_types.join(", ")));
+        s.push_str(" : (");
+        for (i, v) in operands.iter().enumerate() {
+            let _ = write!(s, "{}{}", if i > 0 { ", " } else { "" }, self.ty(*v));
+        }
+        s.push_str(") -> ");
+        match results.len() {
+            0 => s.push_str("()"),
+            1 => {
+                let _ = write!(s, "{}", results[0]);
+            }
+            _ => {
+                s.push('(');
+                for (i, t) in results.iter().enumerate() {
+                    let _ = write!(s, "{}{t}", if i > 0 { ", " } else { "" });
+                }
+                s.push(')');
+            }
+        }
         s
     }
 
