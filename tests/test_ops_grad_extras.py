@@ -1,5 +1,5 @@
 """group_norm (native_group_norm and its backward), Tensor.unfold's backward
-(overlapping and gapped windows) and sgn's zero gradient, against CPU."""
+(overlapping and gapped windows), sgn's zero gradient and one_hot, against CPU."""
 from __future__ import annotations
 
 import pytest
@@ -63,3 +63,19 @@ def test_sgn_gradient_is_zero():
     (cy, cg), (ty, tg) = _grads(torch.sgn, x)
     assert_same(ty, cy)
     assert_same(tg[0], cg[0])
+
+
+@pytest.mark.parametrize("num_classes", [-1, 6])
+def test_one_hot(num_classes):
+    idx = torch.tensor([[0, 3, 1], [2, 2, 5]])
+    want = torch.nn.functional.one_hot(idx, num_classes)
+    got = torch.nn.functional.one_hot(idx.to("tpu"), num_classes)
+    assert_same(got, want)
+
+
+def test_one_hot_rejects_out_of_range_classes():
+    idx = torch.tensor([0, 7])
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.one_hot(idx, 4)
+    with pytest.raises((RuntimeError, IndexError)):
+        torch.nn.functional.one_hot(idx.to("tpu"), 4).cpu()
