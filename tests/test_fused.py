@@ -184,3 +184,26 @@ def test_fused_peak_memory_within_bound_of_strict():
     # torch.tpu memory counts every live storage, pending ones included.
     strict, fused_peak = peak_memory("strict"), peak_memory("fused")
     assert fused_peak <= 1.3 * strict, (fused_peak, strict)
+
+
+def test_host_upload_mid_graph_keeps_the_graph_and_the_order():
+    """A whole-tensor upload into a storage the pending graph does not write
+    does not flush; ops recorded before it see the old data, ops after it the
+    new data. An upload into a storage the graph writes runs the graph first."""
+    torch_tpu_rs.set_eager_mode("fused")
+    try:
+        x = torch.arange(4.0).to("tpu")
+        torch.tpu.synchronize()
+        flushes = torch_tpu_rs.metrics()["graph_flushes"]
+        y = x * 2
+        x.copy_(torch.full((4,), 10.0))
+        z = x + 1
+        assert torch_tpu_rs.metrics()["graph_flushes"] == flushes  # nothing ran yet
+        assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+        assert z.cpu().tolist() == [11.0] * 4
+        w = torch.ones(4).to("tpu")
+        w.add_(1)  # pending in the graph
+        w.copy_(torch.full((4,), 7.0))
+        assert w.cpu().tolist() == [7.0] * 4
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")

@@ -221,6 +221,22 @@ pub fn has_pending() -> bool {
     GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|g| !g.ops.is_empty()).unwrap_or(false)
 }
 
+/// Before a host upload replaces the whole buffer of `storage`: whether the
+/// pending graph must run first (it writes the storage, so its result would
+/// land after the upload). Otherwise the graph keeps the old buffer it
+/// captured (PJRT buffers are immutable) and forgets the capture, so ops
+/// recorded later read the uploaded data: a batch copied in mid-graph does
+/// not cut the graph.
+pub fn host_overwrite_needs_flush(storage: &Storage) -> bool {
+    let mut guard = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(g) = guard.as_mut() else { return false };
+    if g.pending.contains_key(&storage.id) {
+        return true;
+    }
+    g.captured.remove(&storage.id);
+    false
+}
+
 /// Compiles (or reuses) and runs the pending graph, then gives every live
 /// pending storage its buffer. `reason` is counted in the metrics.
 pub fn flush(engine: &Engine, reason: &str) -> Result<()> {

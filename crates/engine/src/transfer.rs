@@ -33,7 +33,11 @@ pub fn element_type(d: DType) -> pjrt::ElementType {
 /// Copies contiguous host bytes (dst's dtype and sizes) into the view `dst`.
 pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
     let engine = engine()?;
-    crate::fused::flush_if_pending(engine, "host write")?;
+    // A whole-buffer upload into a storage the pending graph does not write
+    // needs no flush (see fused::host_overwrite_needs_flush).
+    if !dst.is_whole() || crate::fused::host_overwrite_needs_flush(dst.storage) {
+        crate::fused::flush_if_pending(engine, "host write")?;
+    }
     let numel = dst.numel();
     let need = numel as usize * dst.dtype.size_bytes();
     if bytes.len() != need {
