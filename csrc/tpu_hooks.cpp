@@ -2,6 +2,10 @@
 // storage in place (resize_ on a tpu tensor).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Logging.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "tpu_common.h"
 
@@ -45,7 +49,17 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
 };
 
 struct Register {
-  Register() { at::RegisterPrivateUse1HooksInterface(new TpuHooks()); }
+  Register() {
+    at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+    // c10::Error unwinds the whole stack to record a C++ backtrace, which
+    // PyTorch shows only with TORCH_SHOW_CPP_STACKTRACES=1. Skip that walk
+    // otherwise: our errors already name the op, and the walk once crashed
+    // inside libgcc's unwinder (_Unwind_Find_FDE) late in a long test run.
+    const char* show = std::getenv("TORCH_SHOW_CPP_STACKTRACES");
+    if (show == nullptr || std::string(show) != "1") {
+      c10::SetStackTraceFetcher([]() -> std::string { return std::string(); });
+    }
+  }
 } g_register;
 
 }  // namespace
