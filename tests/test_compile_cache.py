@@ -116,3 +116,34 @@ def test_off_disables_the_cache(tmp_path):
     assert out["disk_cache_mode"] == "off"
     assert out["compiles"] > 0 and out["cache_hits_disk"] == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_in_memory_cache_is_bounded_and_evicted_programs_still_run(tmp_path):
+    """Each XLA executable holds memory mappings (a process has at most
+    vm.max_map_count): the in-memory cache keeps the most recently used
+    TORCH_TPU_MAX_CACHED_PROGRAMS programs; evicted ones come back from disk."""
+    code = r"""
+import json, torch, torch_tpu_rs
+def maps():
+    return sum(1 for _ in open("/proc/self/maps"))
+start = maps()
+for rep in range(2):
+    for n in range(1, 61):
+        assert (torch.ones(n, device="tpu") * 2).cpu().sum().item() == 2 * n
+try:
+    torch.ones(2, device="tpu") + torch.ones(3, device="tpu")
+    raised = False
+except RuntimeError:
+    raised = True
+m = torch_tpu_rs.metrics()
+print(json.dumps({"cached": m["cached_programs"], "evicted": m["evicted_programs"],
+                  "disk": m["cache_hits_disk"], "maps": maps() - start, "raised": raised}))
+"""
+    env = dict(os.environ, TORCH_TPU_MAX_CACHED_PROGRAMS="16", TORCH_TPU_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["cached"] <= 16 and r["evicted"] > 0
+    assert r["disk"] > 0  # the second round reloads evicted programs from disk
+    assert r["raised"]
+    assert r["maps"] < 3 * 120  # far below one set of mappings per program ever compiled

@@ -40,6 +40,34 @@ pub struct ScatterDims {
     pub index_vector_dim: i64,
 }
 
+impl GatherDims {
+    /// Single elements of a 1-D operand at indices shaped [n, 1]: result [n].
+    pub fn points_1d() -> GatherDims {
+        GatherDims {
+            offset_dims: vec![],
+            collapsed_slice_dims: vec![0],
+            operand_batching_dims: vec![],
+            start_indices_batching_dims: vec![],
+            start_index_map: vec![0],
+            index_vector_dim: 1,
+        }
+    }
+}
+
+impl ScatterDims {
+    /// Single elements of a 1-D operand at indices shaped [n, 1], updates [n].
+    pub fn points_1d() -> ScatterDims {
+        ScatterDims {
+            update_window_dims: vec![],
+            inserted_window_dims: vec![0],
+            input_batching_dims: vec![],
+            scatter_indices_batching_dims: vec![],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+        }
+    }
+}
+
 /// `name = [..]` fields of a dimension-numbers attribute, skipping empty lists.
 fn fields(list: &[(&str, &[i64])], index_vector_dim: i64) -> String {
     let mut out: Vec<String> = list

@@ -197,6 +197,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             d.set_item(k, PyDict::new(py))?;
         }
         d.set_item("cached_programs", 0)?;
+        d.set_item("evicted_programs", 0)?;
         return Ok(d);
     };
     let m = &e.metrics;
@@ -215,6 +216,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("recompile_reasons", map_to_dict(py, Metrics::snapshot_map(&m.recompile_reasons))?)?;
     d.set_item("host_sync_sources", map_to_dict(py, Metrics::snapshot_map(&m.sync_sources))?)?;
     d.set_item("cached_programs", e.cache.len())?;
+    d.set_item("evicted_programs", e.cache.evictions())?;
     Ok(d)
 }
 

@@ -58,14 +58,7 @@ fn true_positions(lx: &mut Lower, mask: Value, count: i64) -> Result<Value> {
     let slot = lx.b.reshape(slot, &[n, 1])?;
     let positions = lx.b.iota(DType::I64, &[n], 0)?;
     let init = lx.full(DType::I64, 0.0, &[count])?;
-    let dims = ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        input_batching_dims: vec![],
-        scatter_indices_batching_dims: vec![],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-    };
+    let dims = ScatterDims::points_1d();
     Ok(lx.b.scatter(init, slot, positions, &dims, |_b, _cur, upd| Ok(vec![upd[0]]))?)
 }
 
@@ -137,14 +130,7 @@ fn masked_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let flat_x = lx.b.reshape(x, &[n])?;
     let pos = true_positions(lx, mask, count)?;
     let pos = lx.b.reshape(pos, &[count, 1])?;
-    let dims = stablehlo::GatherDims {
-        offset_dims: vec![],
-        collapsed_slice_dims: vec![0],
-        operand_batching_dims: vec![],
-        start_indices_batching_dims: vec![],
-        start_index_map: vec![0],
-        index_vector_dim: 1,
-    };
+    let dims = stablehlo::GatherDims::points_1d();
     let _ = CompareDir::Ne;
     Ok(vec![lx.b.gather(flat_x, pos, &dims, &[1], true)?])
 }

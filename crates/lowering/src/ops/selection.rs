@@ -96,14 +96,7 @@ fn take_rows(lx: &mut Lower, m: Value, pos: Value) -> Result<Value> {
     let base = lx.b.mul(base, nn)?;
     let idx = lx.b.add(base, pos)?;
     let idx = lx.b.reshape(idx, &[bsz, 1])?;
-    let dims = GatherDims {
-        offset_dims: vec![],
-        collapsed_slice_dims: vec![0],
-        operand_batching_dims: vec![],
-        start_indices_batching_dims: vec![],
-        start_index_map: vec![0],
-        index_vector_dim: 1,
-    };
+    let dims = GatherDims::points_1d();
     Ok(lx.b.gather(flat, idx, &dims, &[1], false)?)
 }
 

@@ -99,14 +99,7 @@ fn setup(lx: &mut Lower, args: &Args, first: usize, blank: i64) -> Result<Ctc> {
             off += l;
         }
         let iv = lx.b.constant_tensor_i64(DType::I64, &[n * max_l, 1], &idx)?;
-        let dims = GatherDims {
-            offset_dims: vec![],
-            collapsed_slice_dims: vec![0],
-            operand_batching_dims: vec![],
-            start_indices_batching_dims: vec![],
-            start_index_map: vec![0],
-            index_vector_dim: 1,
-        };
+        let dims = GatherDims::points_1d();
         let g = lx.b.gather(tv, iv, &dims, &[1], false)?;
         Some(lx.b.reshape(g, &[n, max_l])?)
     };

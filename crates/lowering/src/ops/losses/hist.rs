@@ -98,14 +98,7 @@ fn at(lx: &mut Lower, v: Value, i: i64) -> Result<Value> {
 fn gather_1d(lx: &mut Lower, v: Value, idx: Value) -> Result<Value> {
     let m = lx.shape(idx)[0];
     let idx = lx.b.reshape(idx, &[m, 1])?;
-    let dims = GatherDims {
-        offset_dims: vec![],
-        collapsed_slice_dims: vec![0],
-        operand_batching_dims: vec![],
-        start_indices_batching_dims: vec![],
-        start_index_map: vec![0],
-        index_vector_dim: 1,
-    };
+    let dims = GatherDims::points_1d();
     Ok(lx.b.gather(v, idx, &dims, &[1], false)?)
 }
 

@@ -64,14 +64,7 @@ fn unique_common(lx: &mut Lower, x: Value, sorted: bool, inverse: bool, counts: 
     let one = lx.b.splat_i64(DType::I64, 1, &[n])?;
     let slot = lx.b.sub(id, one)?;
     let slot2 = lx.b.reshape(slot, &[n, 1])?;
-    let sdims = stablehlo::ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        input_batching_dims: vec![],
-        scatter_indices_batching_dims: vec![],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-    };
+    let sdims = stablehlo::ScatterDims::points_1d();
     // Values: each run's first element goes to its slot; others past the end.
     let past = lx.b.splat_i64(DType::I64, count, &[n])?;
     let first_slot = lx.b.select(start, slot, past)?;
@@ -249,14 +242,7 @@ fn unique_slices(lx: &mut Lower, x: Value, dim: i64, sorted: bool) -> Result<Vec
     let id = lx.b.reshape(id, &[n])?;
     let one = lx.b.splat_i64(DType::I64, 1, &[n])?;
     let slot = lx.b.sub(id, one)?;
-    let sdims = stablehlo::ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        input_batching_dims: vec![],
-        scatter_indices_batching_dims: vec![],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-    };
+    let sdims = stablehlo::ScatterDims::points_1d();
     // The sorted position of each run's first row.
     let past = lx.b.splat_i64(DType::I64, count, &[n])?;
     let first_slot = lx.b.select(start, slot, past)?;
