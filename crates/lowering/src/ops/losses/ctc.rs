@@ -131,14 +131,7 @@ fn setup(lx: &mut Lower, args: &Args, first: usize, blank: i64) -> Result<Ctc> {
     let lp = lpa.value;
     let lp2 = lx.b.reshape(lp, &[t, n * c])?;
     let fi = lx.b.reshape(flat_idx, &[n * sp, 1])?;
-    let dims = GatherDims {
-        offset_dims: vec![0],
-        collapsed_slice_dims: vec![1],
-        operand_batching_dims: vec![],
-        start_indices_batching_dims: vec![],
-        start_index_map: vec![1],
-        index_vector_dim: 1,
-    };
+    let dims = columns_by_index();
     let lp_ext = lx.b.gather(lp2, fi, &dims, &[t, 1], false)?;
     let lp_ext = lx.b.reshape(lp_ext, &[t, n, sp])?;
     // Skip transitions: compare l' with itself shifted by two.
@@ -362,14 +355,7 @@ pub(super) fn ctc_loss_backward(lx: &mut Lower, args: &Args) -> R {
     let zero2 = lx.full(dt, 0.0, &[t, n * c])?;
     let empty = lx.b.compare(mx, ninf2, CompareDir::Eq)?;
     let mx = lx.b.select(empty, zero2, mx)?;
-    let gdims = GatherDims {
-        offset_dims: vec![0],
-        collapsed_slice_dims: vec![1],
-        operand_batching_dims: vec![],
-        start_indices_batching_dims: vec![],
-        start_index_map: vec![1],
-        index_vector_dim: 1,
-    };
+    let gdims = columns_by_index();
     let mg = lx.b.gather(mx, idx, &gdims, &[t, 1], false)?;
     let d = lx.b.sub(ab, mg)?;
     let e = lx.b.exp(d)?;
@@ -399,4 +385,16 @@ pub(super) fn ctc_loss_backward(lx: &mut Lower, args: &Args) -> R {
     };
     let zeros = lx.full(dt, 0.0, &[t, n, c])?;
     Ok(vec![lx.b.select(active, g, zeros)?])
+}
+
+/// Gathers whole columns (axis 1) of a [T, K] operand at indices shaped [m, 1]: result [T, m].
+fn columns_by_index() -> GatherDims {
+    GatherDims {
+        offset_dims: vec![0],
+        collapsed_slice_dims: vec![1],
+        operand_batching_dims: vec![],
+        start_indices_batching_dims: vec![],
+        start_index_map: vec![1],
+        index_vector_dim: 1,
+    }
 }
