@@ -32,6 +32,7 @@ pub fn plugin_path() -> Option<PathBuf> {
 }
 
 fn start() -> std::result::Result<Engine, String> {
+    crate::host_heap::keep_freed_memory();
     let path = plugin_path().ok_or_else(|| {
         "torch_tpu_rs: no PJRT plugin found. Set TORCH_TPU_PJRT_PLUGIN to a PJRT plugin .so \
          (the XLA CPU plugin is installed by the setup script)"
