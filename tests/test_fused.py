@@ -143,6 +143,36 @@ def test_llama_steady_state_compiles_nothing():
     assert all(e == steady[0][1] and e <= 3 for _, e in steady), per_step  # few, constant executions
 
 
+def test_loop_without_syncs_is_cut_every_period(fused):
+    """A loop that never reads a value grows the graph to its size bound; the
+    cut falls mid-step. From there on the graph is cut every period of the
+    op sequence, so later graphs reuse programs instead of compiling anew."""
+    g = torch.Generator().manual_seed(0)
+    x_cpu, w_cpu = torch.randn(16, 32, generator=g), torch.randn(32, 32, generator=g) / 6
+
+    def body(y, x, w):
+        for _ in range(7):  # 4 ops per layer, 28 per call
+            y = torch.tanh(y @ w) * 0.5 + x
+        return y
+
+    x, w = x_cpu.to("tpu"), w_cpu.to("tpu")
+    y, y_cpu = x.clone(), x_cpu.clone()
+    def programs_and_cuts():
+        # A new program is compiled, or loaded from a warm disk cache.
+        m = torch_tpu_rs.metrics()
+        return m["compiles"] + m["cache_hits_disk"], m["flush_reasons"].get("graph size bound", 0)
+
+    start_programs, start_cuts = programs_and_cuts()
+    programs = []
+    for i in range(260):  # ~7300 ops: past the 3000-op bound twice over
+        y, y_cpu = body(y, x, w), body(y_cpu, x_cpu, w_cpu)
+        if i % 20 == 19:
+            programs.append(programs_and_cuts()[0] - start_programs)
+    torch.testing.assert_close(y.cpu(), y_cpu, rtol=1e-4, atol=1e-5)
+    assert programs_and_cuts()[1] - start_cuts == 1  # cut by size once, then by period
+    assert programs[-4:] == [programs[-1]] * 4, programs  # steady state: no new program
+
+
 def test_env_var_selects_fused():
     code = "import torch_tpu_rs; print(torch_tpu_rs.get_eager_mode())"
     env = {k: v for k, v in os.environ.items() if k != "TPU_LAUNCH_BLOCKING"}

@@ -2,7 +2,8 @@
 //! and the graph runs as one StableHLO program when it is flushed:
 //! - a value is needed (a host read, `.item()`, printing, saving, an op
 //!   with a data-dependent shape), or `torch.tpu.synchronize()`;
-//! - the graph reaches `MAX_GRAPH_OPS`;
+//! - the graph reaches `MAX_GRAPH_OPS` (a loop that never syncs is then
+//!   cut every period from there on: `step_period`);
 //! - the op sequence repeats the previous flushed graph's (the end of a
 //!   training step), so every step runs the same program;
 //! - the mode changes, or any non-fused path touches device data.
@@ -211,7 +212,17 @@ fn maybe_flush_at_boundary(engine: &Engine, _op: &str) -> Result<()> {
     if repeats {
         flush(engine, "repeating op sequence (end of a step)")?;
     } else if len >= MAX_GRAPH_OPS {
+        // Cut here, then every period of the loop: the next graphs are one
+        // period each, the same program every time.
+        let period = GRAPH
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|g| crate::step_period::tail_period(&g.ops, MIN_REPEAT_OPS).map(|p| g.ops[g.ops.len() - p..].to_vec()));
         flush(engine, "graph size bound")?;
+        if let Some(period) = period {
+            *PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner()) = period;
+        }
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod mode;
 pub mod program;
 pub mod runtime;
 pub mod scalars;
+pub mod step_period;
 pub mod storage;
 pub mod sync;
 pub mod transfer;

@@ -1,0 +1,76 @@
+//! Finding the step length of a loop that never syncs.
+//!
+//! Fused Eager cuts a graph at a step boundary when its op sequence repeats
+//! the previous graph's. A loop with no host read and no optimizer step
+//! (an inference or generation loop feeding its own outputs) gives no such
+//! boundary: the graph grows to its size bound and is cut wherever the
+//! bound falls, mid-step, at a different point each time, so every cut is a
+//! new program to compile. At the size bound, the graph's tail tells the
+//! loop's period: if its last 2p ops are two copies of the same p ops, the
+//! next p ops will be that copy again, and cutting every p ops from there
+//! gives the same program every time.
+
+/// The smallest period `p >= min` such that the last `2p` items of `ops`
+/// are two equal halves, if any.
+pub fn tail_period<T: AsRef<str>>(ops: &[T], min: usize) -> Option<usize> {
+    let n = ops.len();
+    if min == 0 || n < 2 * min {
+        return None;
+    }
+    // Polynomial prefix hashes (mod 2^64) compare two ranges in O(1); a
+    // candidate is then confirmed item by item, so a collision costs time,
+    // never a wrong answer.
+    const BASE: u64 = 0x100_0000_01b3;
+    let item = |s: &str| -> u64 {
+        s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1
+    };
+    let mut prefix = Vec::with_capacity(n + 1);
+    let mut pow = Vec::with_capacity(n + 1);
+    prefix.push(0u64);
+    pow.push(1u64);
+    for op in ops {
+        let h = *prefix.last().unwrap_or(&0);
+        prefix.push(h.wrapping_mul(BASE).wrapping_add(item(op.as_ref())));
+        let p = *pow.last().unwrap_or(&1);
+        pow.push(p.wrapping_mul(BASE));
+    }
+    let range = |a: usize, b: usize| prefix[b].wrapping_sub(prefix[a].wrapping_mul(pow[b - a]));
+    (min..=n / 2).find(|&p| {
+        range(n - p, n) == range(n - 2 * p, n - p)
+            && ops[n - p..].iter().zip(&ops[n - 2 * p..n - p]).all(|(a, b)| a.as_ref() == b.as_ref())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_period;
+
+    fn seq(prefix: &[&str], body: &[&str], repeats: usize, partial: usize) -> Vec<String> {
+        let mut v: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+        for _ in 0..repeats {
+            v.extend(body.iter().map(|s| s.to_string()));
+        }
+        v.extend(body[..partial].iter().map(|s| s.to_string()));
+        v
+    }
+
+    #[test]
+    fn finds_the_loop_body_after_a_prefix_and_mid_step() {
+        let body = ["mm", "tanh", "mul", "add", "sum", "div", "exp"];
+        let ops = seq(&["randn", "clone"], &body, 10, 3);
+        // The tail is periodic with the body's length, starting mid-body.
+        assert_eq!(tail_period(&ops, 5), Some(7));
+        // A period is only reported if it is at least `min` long: 14 is
+        // the smallest multiple of 7 that qualifies.
+        assert_eq!(tail_period(&ops, 8), Some(14));
+    }
+
+    #[test]
+    fn no_period_without_two_full_copies() {
+        let body = ["a", "b", "c", "d"];
+        assert_eq!(tail_period(&seq(&["x"], &body, 1, 3), 2), None);
+        let distinct: Vec<String> = (0..100).map(|i| format!("op{i}")).collect();
+        assert_eq!(tail_period(&distinct, 4), None);
+        assert_eq!(tail_period::<String>(&[], 4), None);
+    }
+}
