@@ -75,7 +75,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                     'float32, float64, float16, bfloat16, int64, int32, int',
  ('complex', '', 'float64', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex128 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, in',
- ('cross', '', 'float16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('fft.fft', '', 'bool', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.fft', '', 'float32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.fft', '', 'float64', 'fwd'): 'not lowered: aten::_fft_r2c',
@@ -246,7 +245,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                        "depends on the mask's values, which tpu programs can",
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
- ('linalg.cross', '', 'float16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('linalg.eig', '', 'float32', 'fwd'): 'not lowered: aten::linalg_eig',
  ('linalg.eig', '', 'float32', 'grad'): 'not lowered: aten::linalg_eig',
  ('linalg.eig', '', 'float64', 'fwd'): 'not lowered: aten::linalg_eig',
