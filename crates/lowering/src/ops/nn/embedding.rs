@@ -1,0 +1,65 @@
+//! embedding_dense_backward: scatter-adds grad rows at the indices
+//! (skipping padding_idx, optionally scaled by 1 / frequency).
+use stablehlo::{CompareDir, DType, ScatterDims, Value};
+
+use crate::args::Args;
+use crate::bail;
+use crate::ctx::Lower;
+use crate::error::Result;
+use crate::ops::reduce::acc;
+
+/// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+pub(super) fn embedding_dense_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let g = args.tensor(0)?.clone();
+    let idx = args.tensor(1)?.clone();
+    let v = args.int(2)?;
+    let pad = args.int(3)?;
+    let by_freq = args.bool_or(4, false)?;
+    let n: i64 = idx.shape.iter().product();
+    let d = *g.shape.last().unwrap_or(&1);
+    if g.shape.iter().product::<i64>() != n * d {
+        bail!(Runtime, "{}: grad_output {:?} does not match indices {:?}", lx.op, g.shape, idx.shape);
+    }
+    let a = acc(g.dtype);
+    let gv = lx.cast(g.value, a)?;
+    let gv = lx.b.reshape(gv, &[n, d])?;
+    let iv = lx.cast(idx.value, DType::I64)?;
+    let iv = lx.b.reshape(iv, &[n])?;
+    let keep = if pad >= 0 {
+        let p = lx.b.splat_i64(DType::I64, pad, &[n])?;
+        let ne = lx.b.compare(iv, p, CompareDir::Ne)?;
+        let keep = lx.b.broadcast_in_dim(ne, &[n, d], &[0])?;
+        let z = lx.full(a, 0.0, &[n, d])?;
+        lx.b.select(keep, gv, z)?
+    } else {
+        gv
+    };
+    let iv2 = lx.b.reshape(iv, &[n, 1])?;
+    let add = |b: &mut stablehlo::Builder, cur: &[Value], upd: &[Value]| Ok(vec![b.add(cur[0], upd[0])?]);
+    let dims = ScatterDims {
+        update_window_dims: vec![1],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: 1,
+        ..Default::default()
+    };
+    let zeros = lx.full(a, 0.0, &[v, d])?;
+    let mut out = lx.b.scatter(zeros, iv2, keep, &dims, add)?;
+    if by_freq {
+        let ones = lx.full(a, 1.0, &[n])?;
+        let zc = lx.full(a, 0.0, &[v])?;
+        let cdims = ScatterDims {
+            update_window_dims: vec![],
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            ..Default::default()
+        };
+        let counts = lx.b.scatter(zc, iv2, ones, &cdims, add)?;
+        let one = lx.full(a, 1.0, &[v])?;
+        let counts = lx.b.max(counts, one)?;
+        let cb = lx.b.broadcast_in_dim(counts, &[v, d], &[0])?;
+        out = lx.b.div(out, cb)?;
+    }
+    Ok(vec![lx.cast(out, g.dtype)?])
+}

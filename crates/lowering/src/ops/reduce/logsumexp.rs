@@ -1,0 +1,36 @@
+//! logsumexp, and the stable log-sum-exp value other ops reuse.
+use stablehlo::{CompareDir, DType, Value};
+
+use super::{acc, keep, reduce_dims, reduce_extreme, unreduce};
+use crate::args::Args;
+use crate::ctx::Lower;
+use crate::error::Result;
+
+/// log(sum(exp(x - m))) + m over `dims` of an accumulation-dtype `x`, with
+/// infinite maxima replaced by 0 (as PyTorch does).
+pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<Value> {
+    let shape = lx.shape(x);
+    let m = reduce_extreme(lx, x, dims, true)?;
+    let am = lx.b.abs(m)?;
+    let inf = lx.full_like(m, f64::INFINITY)?;
+    let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
+    let zero = lx.full_like(m, 0.0)?;
+    let m = lx.b.select(is_inf, zero, m)?;
+    let mb = unreduce(lx, m, &shape, dims)?;
+    let d = lx.b.sub(x, mb)?;
+    let e = lx.b.exp(d)?;
+    let s = lx.b.reduce_sum(e, dims)?;
+    let l = lx.b.log(s)?;
+    Ok(lx.b.add(l, m)?)
+}
+
+pub(super) fn logsumexp(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let t = args.tensor(0)?.clone();
+    let out = if t.dtype.is_float() { t.dtype } else { DType::F32 };
+    let dims = reduce_dims(lx, args.opt_ints(1)?, t.shape.len(), true)?;
+    let keepdim = args.bool_or(2, false)?;
+    let x = lx.cast(t.value, acc(out))?;
+    let r = logsumexp_value(lx, x, &dims)?;
+    let r = lx.cast(r, out)?;
+    Ok(vec![keep(lx, r, &t.shape, &dims, keepdim)?])
+}
