@@ -8,13 +8,16 @@ def metrics() -> dict:
     """A snapshot of the engine's counters.
 
     Keys: compiles, compile_seconds, cache_hits_memory, cache_hits_disk,
-    executions, host_syncs, graph_flushes, fallbacks (op -> count),
+    executions, host_syncs, graph_flushes, graph_replays (compiled graphs run
+    again from their recorded program), fallbacks (op -> count),
     recompile_reasons (reason -> count), host_sync_sources (source -> count),
     flush_reasons (reason -> count), cached_programs, and for torch.compile:
     compiled_graphs, graph_breaks, graph_recompiles and graph_recompile_reasons
     (Dynamo guard that failed -> count), bucketed_graphs (graphs with symbolic
     sizes run at power-of-two buckets) and exact_shape_graphs (reason ->
-    count: symbolic graphs that could not be bucketed and compile per size).
+    count: symbolic graphs that could not be bucketed and compile per size),
+    unreplayable_graphs (reason -> count: compiled graphs recorded on every
+    call instead of replayed).
     """
     m = dict(_C.metrics())
     import sys
@@ -35,6 +38,7 @@ def metrics_report() -> str:
         f"  cached programs:   {m['cached_programs']}",
         f"  executions:        {m['executions']}",
         f"  graph flushes:     {m['graph_flushes']}",
+        f"  graph replays:     {m['graph_replays']}",
         f"  torch.compile:     {m.get('compiled_graphs', 0)} graphs, {m.get('graph_breaks', 0)} graph breaks, "
         f"{m.get('bucketed_graphs', 0)} bucketed, {m.get('graph_recompiles', 0)} recompiles",
         f"  host syncs:        {m['host_syncs']}",
@@ -46,6 +50,8 @@ def metrics_report() -> str:
         lines.append(f"    {n:>8}  {reason}")
     for reason, n in sorted(m.get("graph_recompile_reasons", {}).items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  recompiled: {reason}")
+    for reason, n in sorted(m.get("unreplayable_graphs", {}).items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  recorded every call: {reason}")
     for reason, n in sorted(m.get("exact_shape_graphs", {}).items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  compiled per size: {reason}")
     lines.append(f"  cpu fallbacks:     {sum(m['fallbacks'].values())}")

@@ -9,6 +9,11 @@ by its structure, shapes and dtypes. Runtime scalars stay arguments, so a
 changed learning rate does not recompile. CPU tensors in the graph (such as
 AdamW's step counter) stay on the CPU, exactly as in eager mode.
 
+Recording costs tens of microseconds per op on the host, so a graph is
+recorded once and later calls replay its program on the new arguments
+(`_replay.py`); `graph_replays` in the metrics counts them, and
+`unreplayable_graphs` says why a graph had to be recorded every time.
+
 Graphs with symbolic sizes (`dynamic=True`, `mark_dynamic`, automatic
 dynamic) that run without autograd are bucketed (see `_bucketing.py`): one
 program per power-of-two size instead of one per size.
@@ -27,27 +32,28 @@ import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-from . import _C, _bucketing
+from . import _bucketing, _replay
 
-_counts = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}}
+_counts = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "unreplayable_graphs": {}}
 _lock = threading.Lock()
 
 
 def _one_program(gm: torch.fx.GraphModule, kind: str):
-    """A callable that runs `gm` through the Fused Eager recorder as one program."""
+    """A callable that records `gm` through Fused Eager as one program on
+    every call (graphs whose sizes change between calls)."""
+    return lambda *args: _replay._record(gm, args, f"end of a compiled {kind} graph")
+
+
+def _replayed(gm: torch.fx.GraphModule, kind: str):
+    """A callable that records `gm` once, then replays its program."""
+    graph = _replay.ReplayedGraph(gm, kind)
+    reported = []
 
     def run(*args):
-        previous = _C.get_eager_mode()
-        if previous != "fused":
-            _C.set_eager_mode("fused")
-        explicit = _C.set_explicit_graph_boundaries(True)
-        try:
-            out = gm(*args)
-            _C.flush(f"end of a compiled {kind} graph")
-        finally:
-            _C.set_explicit_graph_boundaries(explicit)
-            if previous != "fused":
-                _C.set_eager_mode(previous)
+        out = graph(*args)
+        if graph.why_not and not reported:
+            reported.append(True)
+            _count("unreplayable_graphs", graph.why_not)
         return out
 
     return run
@@ -63,12 +69,12 @@ def _count(key: str, reason: str | None = None):
 
 def _forward(gm, example_inputs):
     _count("compiled_graphs")
-    return make_boxed_func(_one_program(gm, "forward"))
+    return make_boxed_func(_replayed(gm, "forward"))
 
 
 def _backward(gm, example_inputs):
     _count("compiled_graphs")
-    return make_boxed_func(_one_program(gm, "backward"))
+    return make_boxed_func(_replayed(gm, "backward"))
 
 
 def _inference(gm, example_inputs):
@@ -83,7 +89,7 @@ def _inference(gm, example_inputs):
             _count("bucketed_graphs")
             run = _one_program(plan.gm, "inference")
             return make_boxed_func(lambda *args: _bucketing.run_padded(plan, run, list(args)))
-    return make_boxed_func(_one_program(gm, "inference"))
+    return make_boxed_func(_replayed(gm, "inference"))
 
 
 # keep_inference_input_mutations: an optimizer step compiled on its own updates

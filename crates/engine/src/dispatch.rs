@@ -427,18 +427,18 @@ pub fn resolve_input(engine: &Engine, call: &Call, slots: &Slots, input: &Input,
                     _ => None,
                 })
                 .unwrap_or(std::ptr::null_mut());
-            let (seed, offset) = draw_random(generator, device, *count);
-            let mut bytes = Vec::with_capacity(16);
-            bytes.extend_from_slice(&seed.to_le_bytes());
-            bytes.extend_from_slice(&offset.to_le_bytes());
-            Arc::new(engine.client.buffer_from_host(
-                &bytes,
-                pjrt::ElementType::U64,
-                &[2],
-                engine.device(device)?,
-            )?)
+            rng_buffer(engine, generator, device, *count)?
         }
     })
+}
+
+/// A fresh (seed, offset) pair for `count` random numbers, as a u64[2] buffer.
+pub fn rng_buffer(engine: &Engine, generator: *mut c_void, device: i32, count: u64) -> Result<Arc<pjrt::Buffer>> {
+    let (seed, offset) = draw_random(generator, device, count);
+    let mut bytes = Vec::with_capacity(16);
+    bytes.extend_from_slice(&seed.to_le_bytes());
+    bytes.extend_from_slice(&offset.to_le_bytes());
+    Ok(Arc::new(engine.client.buffer_from_host(&bytes, pjrt::ElementType::U64, &[2], engine.device(device)?)?))
 }
 
 /// Reads a rank-0 result to the host (`.item()`): a host sync.

@@ -41,11 +41,36 @@ struct Pending {
     dtype: DType,
 }
 
+/// Where a graph argument came from, so a compiled graph can be replayed
+/// (`replay.rs`) with new buffers for the same program.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Source {
+    /// The buffer of this storage (by id) when it was first read.
+    Storage(u64),
+    /// A value fixed by the recorded ops: a Python number in the op's
+    /// arguments or a view offset.
+    Const,
+    /// Seed and offset drawn from the default generator for `count` numbers.
+    Rng(u64),
+    /// Not reproducible from the graph's tensors alone.
+    Unreplayable(&'static str),
+}
+
 struct Graph {
     b: Builder,
     device: i32,
     /// Buffers fed to the graph's arguments, in argument order.
     inputs: Vec<Arc<pjrt::Buffer>>,
+    /// Where each of `inputs` came from.
+    sources: Vec<Source>,
+    /// Why this graph cannot be replayed, if something outside its
+    /// arguments changed what it computes.
+    replay_blocker: Option<&'static str>,
+    /// Storages read as zeros (never written): a replay may only do the
+    /// same if the graph created them.
+    zero_reads: Vec<u64>,
+    /// Recorded for replay (a compiled graph): numbers are program constants.
+    static_constants: bool,
     /// Storages read from their buffers: id → (argument, dtype).
     captured: HashMap<u64, (Value, DType)>,
     /// Storages whose current value is a graph value, in first-write order.
@@ -69,6 +94,14 @@ static PREVIOUS_OPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// before the caller has dropped its intermediates.
 static EXPLICIT_BOUNDARIES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Set while a compiled graph is recorded for replay (`replay.rs`).
+static CAPTURING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks graphs recorded from now on as captures for replay (or not).
+pub fn set_capturing(on: bool) {
+    CAPTURING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Turns the repeat detector off (`true`) or on; returns the previous setting.
 pub fn set_explicit_boundaries(on: bool) -> bool {
     EXPLICIT_BOUNDARIES.swap(on, std::sync::atomic::Ordering::Relaxed)
@@ -87,11 +120,18 @@ pub fn fusible(call: &Call, entry: &lowering::OpEntry) -> bool {
 
 struct GraphSlots<'g> {
     inputs: &'g mut Vec<Arc<pjrt::Buffer>>,
+    sources: &'g mut Vec<Source>,
+    zero_reads: &'g mut Vec<u64>,
+    static_constants: bool,
     captured: &'g mut HashMap<u64, (Value, DType)>,
     pending: &'g HashMap<u64, Pending>,
 }
 
 impl SlotSource for GraphSlots<'_> {
+    fn constants_are_static(&self) -> bool {
+        self.static_constants
+    }
+
     fn read(&mut self, b: &mut Builder, slots: &Slots, slot: usize, reader: DType) -> Result<(Value, DType)> {
         let storage = slots.storages[slot];
         if let Some(p) = self.pending.get(&storage.id) {
@@ -105,9 +145,13 @@ impl SlotSource for GraphSlots<'_> {
         let v = match st.buffer {
             Some(buf) => {
                 self.inputs.push(buf);
+                self.sources.push(Source::Storage(storage.id));
                 b.arg(TensorType::new(dtype, [n]))
             }
-            None => b.splat(dtype, 0.0, &[n])?,
+            None => {
+                self.zero_reads.push(storage.id);
+                b.splat(dtype, 0.0, &[n])?
+            }
         };
         self.captured.insert(storage.id, (v, dtype));
         Ok((v, dtype))
@@ -131,6 +175,10 @@ pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Res
             b: Builder::new(),
             device,
             inputs: Vec::new(),
+            sources: Vec::new(),
+            replay_blocker: None,
+            zero_reads: Vec::new(),
+            static_constants: CAPTURING.load(std::sync::atomic::Ordering::Relaxed),
             captured: HashMap::new(),
             order: Vec::new(),
             pending: HashMap::new(),
@@ -147,12 +195,13 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
     let slots = collect_slots(call);
     let mut other_inputs = Vec::new();
     let rec = {
-        let Graph { b, inputs, captured, pending, .. } = g;
-        let mut source = GraphSlots { inputs, captured, pending };
+        let Graph { b, inputs, sources, zero_reads, captured, pending, static_constants, .. } = g;
+        let mut source = GraphSlots { inputs, sources, zero_reads, captured, pending, static_constants: *static_constants };
         record(b, call, &slots, entry, None, &mut source, &mut other_inputs)?
     };
     for input in &other_inputs {
         g.inputs.push(resolve_input(engine, call, &slots, input, device)?);
+        g.sources.push(input_source(call, input));
     }
     g.ops.push(call.op.to_string());
 
@@ -197,6 +246,29 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
         }
     }
     Ok(rets)
+}
+
+/// Where a non-storage argument of a recorded op comes from.
+fn input_source(call: &Call, input: &crate::program::Input) -> Source {
+    use crate::call::CallValue;
+    use crate::program::Input;
+    match input {
+        Input::Offset { .. } | Input::ScalarList { .. } => Source::Const,
+        Input::Scalar { arg, .. } => match &call.args[*arg].value {
+            CallValue::Scalar { from_tensor: true, .. } => Source::Unreplayable("it reads a CPU tensor as a number"),
+            _ => Source::Const,
+        },
+        Input::Host { .. } => Source::Unreplayable("it copies a CPU tensor in"),
+        Input::Rng { count } => {
+            let explicit = call.args.iter().any(|a| matches!(a.value, CallValue::Generator(p) if !p.is_null()));
+            if explicit {
+                Source::Unreplayable("it draws from an explicit torch.Generator")
+            } else {
+                Source::Rng(*count)
+            }
+        }
+        Input::Slot { .. } => Source::Unreplayable("internal: a slot input outside the graph's storages"),
+    }
 }
 
 fn maybe_flush_at_boundary(engine: &Engine, _op: &str) -> Result<()> {
@@ -244,24 +316,50 @@ pub fn host_overwrite_needs_flush(storage: &Storage) -> bool {
     if g.pending.contains_key(&storage.id) {
         return true;
     }
-    g.captured.remove(&storage.id);
+    if g.captured.remove(&storage.id).is_some() {
+        g.replay_blocker = Some("a tensor it reads was overwritten from the host while it was recorded");
+    }
     false
+}
+
+/// What a flush ran: enough to run the same program again on new buffers
+/// (`replay.rs`).
+pub struct Flushed {
+    pub compiled: Arc<Compiled>,
+    pub device: i32,
+    /// The program's arguments and where each came from.
+    pub inputs: Vec<Arc<pjrt::Buffer>>,
+    pub sources: Vec<Source>,
+    /// The storage (id) and dtype each leading result was written to.
+    pub results: Vec<(u64, DType)>,
+    /// Messages of the index checks, whose flags follow the results.
+    pub checks: Vec<String>,
+    /// Arguments donated to their results.
+    pub donate: Vec<usize>,
+    pub replay_blocker: Option<&'static str>,
+    /// Storages read as zeros because they were never written.
+    pub zero_reads: Vec<u64>,
 }
 
 /// Compiles (or reuses) and runs the pending graph, then gives every live
 /// pending storage its buffer. `reason` is counted in the metrics.
 pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
-    let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
+    flush_reporting(engine, reason).map(|_| ())
+}
+
+/// [`flush`], returning what ran (None when nothing was pending).
+pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>> {
+    let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(None) };
     if g.ops.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     Metrics::inc(&engine.metrics.graph_flushes);
     Metrics::bump(&engine.metrics.flush_reasons, reason);
     *PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner()) = g.ops.clone();
 
     let dead: HashSet<u64> = DEAD.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
-    let live: Vec<&Pending> =
-        g.order.iter().filter(|id| !dead.contains(id)).filter_map(|id| g.pending.get(id)).collect();
+    let live_ids: Vec<u64> = g.order.iter().copied().filter(|id| !dead.contains(id) && g.pending.contains_key(id)).collect();
+    let live: Vec<&Pending> = live_ids.iter().filter_map(|id| g.pending.get(id)).collect();
     let mut results: Vec<Value> = live.iter().map(|p| p.value).collect();
     results.extend(g.checks.iter().map(|(v, _)| *v));
     let aliases = donations(&g, &live);
@@ -329,7 +427,19 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
             engine.checks.push(flag, message.clone());
         }
     }
-    Ok(())
+    let results = live_ids.iter().zip(&live).map(|(id, p)| (*id, p.dtype)).collect();
+    let checks = g.checks.iter().map(|(_, m)| m.clone()).collect();
+    Ok(Some(Flushed {
+        compiled,
+        device: g.device,
+        inputs: g.inputs,
+        sources: g.sources,
+        results,
+        checks,
+        donate,
+        replay_blocker: g.replay_blocker,
+        zero_reads: g.zero_reads,
+    }))
 }
 
 /// In-place updates donate: a storage overwritten in this graph whose old

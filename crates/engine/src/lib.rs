@@ -17,6 +17,7 @@ pub mod host_heap;
 pub mod metrics;
 pub mod mode;
 pub mod program;
+pub mod replay;
 pub mod runtime;
 pub mod scalars;
 pub mod step_period;

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub donated_buffers: AtomicU64,
     pub host_syncs: AtomicU64,
     pub graph_flushes: AtomicU64,
+    /// Compiled graphs run again from their recorded program (replay.rs).
+    pub graph_replays: AtomicU64,
     pub flush_reasons: Mutex<BTreeMap<String, u64>>,
     pub fallbacks: Mutex<BTreeMap<String, u64>>,
     pub recompile_reasons: Mutex<BTreeMap<String, u64>>,

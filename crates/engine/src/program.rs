@@ -229,6 +229,13 @@ pub trait SlotSource {
     /// `reader` is the dtype of the first view reading it (used when the
     /// storage was never written).
     fn read(&mut self, b: &mut Builder, slots: &Slots, slot: usize, reader: DType) -> Result<(Value, DType)>;
+    /// Whether Python numbers and view offsets are constants of the program
+    /// instead of arguments: a compiled graph's are fixed, and XLA folds
+    /// them (static slices, folded scales). Eager ops keep them arguments
+    /// so that `x*2.0` and `x*3.0` share one executable.
+    fn constants_are_static(&self) -> bool {
+        false
+    }
 }
 
 /// Strict Eager: each storage read becomes an argument of the op's program.
@@ -300,11 +307,14 @@ pub fn record(
     let mut typed: HashMap<(usize, DType), Value> = HashMap::new();
 
     // Views: an offset input where the view is not its whole storage.
+    let static_constants = source.constants_are_static();
     let mut view_offsets: Vec<Option<Value>> = Vec::new();
     let mut view_values: Vec<Option<Value>> = Vec::new();
     for (vi, (slot, t, write, _)) in slots.views.iter().enumerate() {
         let offset = if t.is_whole() || t.is_whole_permuted() {
             None
+        } else if static_constants {
+            Some(b.constant_i64(DType::I64, t.offset))
         } else {
             inputs.push(Input::Offset { view: vi });
             Some(b.arg(TensorType::scalar(DType::I64)))
@@ -368,8 +378,17 @@ pub fn record(
                 Arg::Tensor(TensorArg { value, dtype: *dtype, shape: sizes.clone(), wrapped_number: false })
             }
             CallValue::Scalar { dtype, f, i, from_tensor } => {
-                inputs.push(Input::Scalar { arg: ai, dtype: *dtype });
-                let value = b.arg(TensorType::scalar(*dtype));
+                // A CPU tensor's value stays an argument: it changes between calls.
+                let value = if static_constants && !*from_tensor {
+                    if dtype.is_float() {
+                        b.constant_f64(*dtype, *f)
+                    } else {
+                        b.constant_i64(*dtype, *i)
+                    }
+                } else {
+                    inputs.push(Input::Scalar { arg: ai, dtype: *dtype });
+                    b.arg(TensorType::scalar(*dtype))
+                };
                 Arg::Scalar(ScalarArg {
                     value,
                     dtype: *dtype,
@@ -378,12 +397,22 @@ pub fn record(
                 })
             }
             CallValue::ScalarList { dtype, values } => {
-                inputs.push(Input::ScalarList { arg: ai, dtype: *dtype });
-                let all = b.arg(TensorType::new(*dtype, [values.len() as i64]));
+                let all = if static_constants {
+                    None
+                } else {
+                    inputs.push(Input::ScalarList { arg: ai, dtype: *dtype });
+                    Some(b.arg(TensorType::new(*dtype, [values.len() as i64])))
+                };
                 let mut list = Vec::with_capacity(values.len());
                 for (k, (f, i)) in values.iter().enumerate() {
-                    let one = b.slice(all, &[k as i64], &[k as i64 + 1], &[1])?;
-                    let value = b.reshape(one, &[])?;
+                    let value = match all {
+                        Some(all) => {
+                            let one = b.slice(all, &[k as i64], &[k as i64 + 1], &[1])?;
+                            b.reshape(one, &[])?
+                        }
+                        None if dtype.is_float() => b.constant_f64(*dtype, *f),
+                        None => b.constant_i64(*dtype, *i),
+                    };
                     list.push(ScalarArg {
                         value,
                         dtype: *dtype,

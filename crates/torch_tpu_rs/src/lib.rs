@@ -142,6 +142,74 @@ fn set_explicit_graph_boundaries(on: bool) -> bool {
     engine::fused::set_explicit_boundaries(on)
 }
 
+/// Storages behind tpu tensors' `untyped_storage().data_ptr()` values.
+///
+/// # Safety
+/// Each pointer must be the data pointer of a live tpu storage (the caller
+/// holds the tensors for the duration of the call); 0 is refused.
+unsafe fn storages<'a>(ptrs: &[usize]) -> PyResult<Vec<&'a engine::storage::Storage>> {
+    ptrs.iter()
+        .map(|&p| {
+            if p == 0 {
+                Err(PyRuntimeError::new_err("internal error: a null tpu storage"))
+            } else {
+                Ok(engine::storage::Storage::from_handle(p as *const c_void))
+            }
+        })
+        .collect()
+}
+
+fn engine_err(err: engine::EngineError) -> PyErr {
+    match err.kind {
+        engine::error::ErrorKind::Index => pyo3::exceptions::PyIndexError::new_err(err.message),
+        _ => PyRuntimeError::new_err(err.message),
+    }
+}
+
+/// Starts recording a compiled graph (see engine/src/replay.rs); returns a mark for capture_end.
+#[pyfunction]
+fn capture_begin(py: Python<'_>) -> PyResult<(u64, u64)> {
+    let e = engine()?;
+    let mark = py.allow_threads(|| engine::replay::capture_begin(e)).map_err(engine_err)?;
+    Ok(mark.into())
+}
+
+/// Runs the recorded graph; returns (plan id or -1, why it cannot be
+/// replayed, indices of the arguments it updates in place). `args` and
+/// `outputs` are storage data pointers of tensors the caller holds.
+#[pyfunction]
+fn capture_end(
+    py: Python<'_>,
+    mark: (u64, u64),
+    args: Vec<usize>,
+    outputs: Vec<usize>,
+    reason: &str,
+) -> PyResult<(i64, String, Vec<usize>)> {
+    let e = engine()?;
+    // SAFETY: the caller passes data pointers of tpu tensors it holds.
+    let (a, o) = unsafe { (storages(&args)?, storages(&outputs)?) };
+    let r = py.allow_threads(|| engine::replay::capture_end(e, mark.into(), &a, &o, reason)).map_err(engine_err)?;
+    Ok(match r {
+        Ok(plan) => (plan as i64, String::new(), engine::replay::updated_args(plan)),
+        Err(why) => (-1, why, Vec::new()),
+    })
+}
+
+/// Ends a capture whose recording raised (graphs stop being captures).
+#[pyfunction]
+fn capture_cancel() {
+    engine::replay::capture_cancel()
+}
+
+/// Runs a captured plan on new storages; False if they no longer match it.
+#[pyfunction]
+fn replay(py: Python<'_>, plan: usize, args: Vec<usize>, outputs: Vec<usize>) -> PyResult<bool> {
+    let e = engine()?;
+    // SAFETY: the caller passes data pointers of tpu tensors it holds.
+    let (a, o) = unsafe { (storages(&args)?, storages(&outputs)?) };
+    py.allow_threads(|| engine::replay::replay(e, plan, &a, &o)).map_err(engine_err)
+}
+
 #[pyfunction]
 fn get_eager_mode() -> &'static str {
     mode::name(mode::current())
@@ -188,7 +256,7 @@ fn map_to_dict<'py>(py: Python<'py>, m: BTreeMap<String, u64>) -> PyResult<Bound
 fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     let Some(e) = engine::runtime::started() else {
-        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "donated_buffers", "host_syncs", "graph_flushes"] {
+        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "donated_buffers", "host_syncs", "graph_flushes", "graph_replays"] {
             d.set_item(k, 0)?;
         }
         d.set_item("compile_seconds", 0.0)?;
@@ -211,6 +279,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("donated_buffers", Metrics::get(&m.donated_buffers))?;
     d.set_item("host_syncs", Metrics::get(&m.host_syncs))?;
     d.set_item("graph_flushes", Metrics::get(&m.graph_flushes))?;
+    d.set_item("graph_replays", Metrics::get(&m.graph_replays))?;
     d.set_item("flush_reasons", map_to_dict(py, Metrics::snapshot_map(&m.flush_reasons))?)?;
     d.set_item("fallbacks", map_to_dict(py, Metrics::snapshot_map(&m.fallbacks))?)?;
     d.set_item("recompile_reasons", map_to_dict(py, Metrics::snapshot_map(&m.recompile_reasons))?)?;
@@ -252,6 +321,10 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_eager_mode, m)?)?;
     m.add_function(wrap_pyfunction!(step_boundary, m)?)?;
     m.add_function(wrap_pyfunction!(flush, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_end, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_cancel, m)?)?;
     m.add_function(wrap_pyfunction!(set_explicit_graph_boundaries, m)?)?;
     m.add_function(wrap_pyfunction!(buffer_memory, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;

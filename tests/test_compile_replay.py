@@ -1,0 +1,121 @@
+"""Compiled graphs are recorded once and replayed (python/torch_tpu_rs/_replay.py,
+crates/engine/src/replay.rs): replays match the CPU for in-place updates,
+views, CPU scalars, random numbers and changed input layouts, and a graph
+that cannot be replayed is recorded every call, still correct."""
+import pytest
+import torch
+
+import torch_tpu_rs
+from torch_tpu_rs.models import Llama, LlamaConfig
+
+
+def deltas(before, keys=("graph_flushes", "graph_replays", "executions", "compiles")):
+    now = torch_tpu_rs.metrics()
+    return {k: now[k] - before[k] for k in keys}
+
+
+def test_steady_state_training_only_replays():
+    torch._dynamo.reset()
+    cfg = LlamaConfig(vocab_size=64, dim=32, n_layers=1, n_heads=4, hidden_dim=64, max_seq_len=32)
+    tokens = torch.randint(0, 64, (2, 17), generator=torch.Generator().manual_seed(3))
+    losses = {}
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        model = Llama(cfg).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)  # step counters on the CPU
+        t = tokens.to(device)
+
+        def step():
+            loss = model.loss(t)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        if device == "tpu":
+            step = torch.compile(step, backend="tpu")
+        unreplayable = dict(torch_tpu_rs.metrics()["unreplayable_graphs"])
+        out = [step().item() for _ in range(2)]
+        before = torch_tpu_rs.metrics()
+        out += [step().item() for _ in range(3)]
+        losses[device] = out
+    d = deltas(before)
+    # Forward, backward and optimizer graphs: each call replays, none records.
+    assert d["graph_flushes"] == 0 and d["compiles"] == 0
+    # (Eager ops between Dynamo's graphs, such as backward's ones_like, add executions.)
+    assert d["graph_replays"] == 9
+    assert torch_tpu_rs.metrics()["unreplayable_graphs"] == unreplayable
+    assert losses["tpu"] == pytest.approx(losses["cpu"], rel=1e-4)
+
+
+def test_replay_updates_inputs_and_returns_views():
+    torch._dynamo.reset()
+
+    def f(x, acc, n):
+        acc.add_(x * n)  # an input updated in place, scaled by a CPU scalar
+        n.add_(1)  # CPU state, as AdamW's step counter
+        flat = (x * 2).reshape(-1)
+        return x.t(), flat[3:], acc[1:], (acc * x).sum()
+
+    g = torch.compile(f, backend="tpu")
+    x = torch.randn(4, 3)
+    acc_cpu, acc_tpu = torch.zeros(4, 3), torch.zeros(4, 3, device="tpu")
+    n_cpu, n_tpu = torch.tensor(1.0), torch.tensor(1.0)
+    before = torch_tpu_rs.metrics()
+    for i in range(4):
+        xi = x + i
+        want = f(xi, acc_cpu, n_cpu)
+        got = g(xi.to("tpu"), acc_tpu, n_tpu)
+        for w, o in zip(want, got):
+            assert o.device.type == "tpu" and o.shape == w.shape and o.stride() == w.stride()
+            torch.testing.assert_close(o.cpu(), w)
+        torch.testing.assert_close(acc_tpu.cpu(), acc_cpu)
+        assert n_tpu.item() == n_cpu.item() == i + 2
+    assert deltas(before)["graph_replays"] == 3
+    # The view of the updated input shares its storage, as in eager.
+    out = g(x.to("tpu"), acc_tpu, n_tpu)
+    assert out[2].untyped_storage().data_ptr() == acc_tpu.untyped_storage().data_ptr()
+
+
+def test_replay_draws_fresh_random_numbers():
+    torch._dynamo.reset()
+    g = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True), backend="tpu")
+    x = torch.ones(64, device="tpu")
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        runs.append([g(x).cpu() for _ in range(3)])
+    # The first run records then replays; the second only replays: same draws.
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b)
+    assert not torch.equal(runs[0][0], runs[0][1])
+    assert set(runs[0][1].unique().tolist()) <= {0.0, 2.0}
+
+
+def test_changed_input_layout_records_again():
+    torch._dynamo.reset()
+    g = torch.compile(lambda v: v * 3 + 1, backend="tpu")
+    base = torch.arange(12.0)
+    base_tpu = base.to("tpu")
+    # Same shape and strides, another offset into the same storage: the
+    # recorded program read offset 1, so this call must not replay it.
+    for lo in (1, 1, 0, 2):
+        torch.testing.assert_close(g(base_tpu[lo:lo + 8]).cpu(), base[lo:lo + 8] * 3 + 1)
+    # A storage of another size.
+    other = torch.arange(20.0)
+    torch.testing.assert_close(g(other.to("tpu")[1:9]).cpu(), other[1:9] * 3 + 1)
+
+
+def test_graph_that_cannot_replay_is_recorded_each_call():
+    torch._dynamo.reset()
+
+    def f(x):
+        s = x.sum().cpu()  # a device value feeds CPU work inside the graph
+        return x * (s + 1).to(x.device)
+
+    g = torch.compile(f, backend="tpu")
+    for i in range(3):
+        x = torch.randn(5) + i
+        torch.testing.assert_close(g(x.to("tpu")).cpu(), f(x))
+    reasons = torch_tpu_rs.metrics()["unreplayable_graphs"]
+    assert any("CPU value from device values" in r for r in reasons), reasons
