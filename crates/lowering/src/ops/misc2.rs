@@ -62,13 +62,7 @@ pub(super) fn cmp(lx: &mut Lower, a: V, x: f64, dir: CompareDir) -> Result<V> {
 fn scatter_1d(lx: &mut Lower, init: V, slot: V, upd: V, add: bool) -> Result<V> {
     let n = lx.shape(slot)[0];
     let slot = lx.b.reshape(slot, &[n, 1])?;
-    let dims = ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-        ..Default::default()
-    };
+    let dims = ScatterDims::points_1d();
     Ok(lx.b.scatter(init, slot, upd, &dims, move |rb, cur, u| {
         Ok(vec![if add { rb.add(cur[0], u[0])? } else { u[0] }])
     })?)

@@ -54,13 +54,7 @@ fn scatter_add(lx: &mut Lower, init: Value, slot: Value, upd: Value) -> Result<V
         return Ok(init);
     }
     let slot = lx.b.reshape(slot, &[n, 1])?;
-    let dims = ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-        ..Default::default()
-    };
+    let dims = ScatterDims::points_1d();
     Ok(lx.b.scatter(init, slot, upd, &dims, |rb, cur, u| Ok(vec![rb.add(cur[0], u[0])?]))?)
 }
 

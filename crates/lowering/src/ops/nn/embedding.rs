@@ -48,13 +48,7 @@ pub(super) fn embedding_dense_backward(lx: &mut Lower, args: &Args) -> Result<Ve
     if by_freq {
         let ones = lx.full(a, 1.0, &[n])?;
         let zc = lx.full(a, 0.0, &[v])?;
-        let cdims = ScatterDims {
-            update_window_dims: vec![],
-            inserted_window_dims: vec![0],
-            scatter_dims_to_operand_dims: vec![0],
-            index_vector_dim: 1,
-            ..Default::default()
-        };
+        let cdims = ScatterDims::points_1d();
         let counts = lx.b.scatter(zc, iv2, ones, &cdims, add)?;
         let one = lx.full(a, 1.0, &[v])?;
         let counts = lx.b.max(counts, one)?;

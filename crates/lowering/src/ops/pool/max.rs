@@ -121,13 +121,7 @@ fn scatter_back(lx: &mut Lower, args: &Args, at: usize, n: usize) -> Result<Vec<
     let flat = lx.b.add(base, iv)?;
     let flat = lx.b.reshape(flat, &[planes * p_out, 1])?;
     let zeros = lx.full(a, 0.0, &[planes * p_in])?;
-    let dims = ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-        ..Default::default()
-    };
+    let dims = ScatterDims::points_1d();
     let out = lx.b.scatter(zeros, flat, gv, &dims, |b, l, r| Ok(vec![b.add(l[0], r[0])?]))?;
     let out = lx.b.reshape(out, &x.shape)?;
     Ok(vec![lx.cast(out, x.dtype)?])

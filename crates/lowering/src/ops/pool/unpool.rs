@@ -36,13 +36,7 @@ pub(super) fn max_unpool(lx: &mut Lower, args: &Args, n: usize) -> Result<Vec<Va
     let flat = lx.b.add(base, iv)?;
     let flat = lx.b.reshape(flat, &[planes * p_in, 1])?;
     let zeros = lx.full(x.dtype, 0.0, &[planes * p_out])?;
-    let dims = ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: 1,
-        ..Default::default()
-    };
+    let dims = ScatterDims::points_1d();
     let r = lx.b.scatter(zeros, flat, v, &dims, |_, _, r| Ok(vec![r[0]]))?;
     let mut oshape = x.shape[..lead].to_vec();
     oshape.extend(&out);
