@@ -119,3 +119,20 @@ def test_graph_that_cannot_replay_is_recorded_each_call():
         torch.testing.assert_close(g(x.to("tpu")).cpu(), f(x))
     reasons = torch_tpu_rs.metrics()["unreplayable_graphs"]
     assert any("CPU value from device values" in r for r in reasons), reasons
+
+
+def test_dead_graphs_release_their_plans():
+    import gc
+
+    x = torch.randn(8, device="tpu")
+    counts = []
+    for i in range(4):
+        torch._dynamo.reset()
+        g = torch.compile(lambda v: v * 2 + i, backend="tpu")
+        g(x)
+        torch.testing.assert_close(g(x).cpu(), x.cpu() * 2 + i)
+        del g
+        gc.collect()
+        counts.append(torch_tpu_rs.metrics()["replay_plans"])
+    # A plan holds its executable: graphs Dynamo dropped must not keep theirs.
+    assert counts[-1] <= counts[0], counts

@@ -129,6 +129,14 @@ def _record(gm, args, reason):
     return out
 
 
+def _to_device(values, device):
+    """CPU values for the device ops. Many scalars of one dtype (AdamW's step
+    counters) go up as one tensor, viewed per value: one upload, not many."""
+    if len(values) > 1 and all(v.dim() == 0 and v.dtype == values[0].dtype for v in values):
+        return list(torch.stack(values).to(device).unbind())
+    return [v.to(device) for v in values]
+
+
 def _storage(t):
     return t.untyped_storage().data_ptr()
 
@@ -167,7 +175,7 @@ class ReplayedGraph:
             if device is None:
                 return _record(self.gm, args, self.reason)
             boundary = s.cpu_gm(*args)
-            targs = [args[i] for i in s.tpu_args] + [b.to(device) for b in boundary]
+            targs = [args[i] for i in s.tpu_args] + _to_device(boundary, device)
         if self.plan >= 0:
             out = self._replay(targs)
             if out is not None:
@@ -191,12 +199,24 @@ class ReplayedGraph:
             _C.set_explicit_graph_boundaries(explicit)
             if previous != "fused":
                 _C.set_eager_mode(previous)
+        self._drop_plan()
         self.plan, self.why_not = plan, why
         if plan >= 0:
             self.layouts = [_layout(t) for t in targs]
             self.updated, self.specs = updated, specs
             self.device = next(t.device for t in targs)
         return outs
+
+    def _drop_plan(self):
+        if self.plan >= 0:
+            _C.drop_plan(self.plan)
+            self.plan = -1
+
+    def __del__(self):
+        try:
+            self._drop_plan()
+        except Exception:  # interpreter shutdown: the module may be gone
+            pass
 
     def _describe(self, mark, targs, outs):
         """Flushes the recording; returns (plan, why not, updated args, output specs)."""

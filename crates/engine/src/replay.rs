@@ -46,7 +46,25 @@ pub struct Plan {
     donate: Vec<usize>,
 }
 
-static PLANS: Mutex<Vec<Arc<Plan>>> = Mutex::new(Vec::new());
+/// Live plans by id; a dropped plan leaves a hole for the next one (a plan
+/// holds its executable, so dead graphs must not keep theirs).
+static PLANS: Mutex<Vec<Option<Arc<Plan>>>> = Mutex::new(Vec::new());
+
+fn plan(id: usize) -> Option<Arc<Plan>> {
+    PLANS.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned().flatten()
+}
+
+/// Forgets plan `id` (its compiled graph is gone or was recorded again).
+pub fn drop_plan(id: usize) {
+    if let Some(slot) = PLANS.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
+        *slot = None;
+    }
+}
+
+/// How many plans are live.
+pub fn live_plans() -> usize {
+    PLANS.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|p| p.is_some()).count()
+}
 
 /// Counters read at the start of a capture: if anything ran besides the one
 /// flush at its end, the graph was not recorded whole.
@@ -133,8 +151,17 @@ pub fn capture_end(
     }
     let plan = Plan { compiled: f.compiled, device: f.device, feeds, results, checks: f.checks, donate: f.donate };
     let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
-    plans.push(Arc::new(plan));
-    Ok(Ok(plans.len() - 1))
+    let plan = Some(Arc::new(plan));
+    Ok(Ok(match plans.iter().position(|p| p.is_none()) {
+        Some(id) => {
+            plans[id] = plan;
+            id
+        }
+        None => {
+            plans.push(plan);
+            plans.len() - 1
+        }
+    }))
 }
 
 /// Ends a capture that failed before `capture_end` (the recording raised).
@@ -144,14 +171,14 @@ pub fn capture_cancel() {
 
 /// Graph arguments (by index) that a plan updates in place.
 pub fn updated_args(plan: usize) -> Vec<usize> {
-    let Some(p) = PLANS.lock().unwrap_or_else(|e| e.into_inner()).get(plan).cloned() else { return Vec::new() };
+    let Some(p) = self::plan(plan) else { return Vec::new() };
     p.results.iter().filter_map(|(d, _)| if let Dest::Arg(i) = d { Some(*i) } else { None }).collect()
 }
 
 /// Runs plan `plan` on new storages. Returns false, having run nothing, when
 /// an argument no longer matches the capture (the caller records instead).
 pub fn replay(engine: &Engine, plan: usize, args: &[&Storage], outputs: &[&Storage]) -> Result<bool> {
-    let Some(p) = PLANS.lock().unwrap_or_else(|e| e.into_inner()).get(plan).cloned() else {
+    let Some(p) = self::plan(plan) else {
         return Err(EngineError::runtime(format!("internal error: no compiled-graph plan {plan}")));
     };
     fused::flush_if_pending(engine, "before a compiled graph replays")?;

@@ -201,6 +201,12 @@ fn capture_cancel() {
     engine::replay::capture_cancel()
 }
 
+/// Forgets a captured plan (its graph died or was recorded again).
+#[pyfunction]
+fn drop_plan(plan: usize) {
+    engine::replay::drop_plan(plan)
+}
+
 /// Runs a captured plan on new storages; False if they no longer match it.
 #[pyfunction]
 fn replay(py: Python<'_>, plan: usize, args: Vec<usize>, outputs: Vec<usize>) -> PyResult<bool> {
@@ -266,6 +272,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         }
         d.set_item("cached_programs", 0)?;
         d.set_item("evicted_programs", 0)?;
+        d.set_item("replay_plans", 0)?;
         return Ok(d);
     };
     let m = &e.metrics;
@@ -280,6 +287,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("host_syncs", Metrics::get(&m.host_syncs))?;
     d.set_item("graph_flushes", Metrics::get(&m.graph_flushes))?;
     d.set_item("graph_replays", Metrics::get(&m.graph_replays))?;
+    d.set_item("replay_plans", engine::replay::live_plans())?;
     d.set_item("flush_reasons", map_to_dict(py, Metrics::snapshot_map(&m.flush_reasons))?)?;
     d.set_item("fallbacks", map_to_dict(py, Metrics::snapshot_map(&m.fallbacks))?)?;
     d.set_item("recompile_reasons", map_to_dict(py, Metrics::snapshot_map(&m.recompile_reasons))?)?;
@@ -325,6 +333,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_end, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(capture_cancel, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_plan, m)?)?;
     m.add_function(wrap_pyfunction!(set_explicit_graph_boundaries, m)?)?;
     m.add_function(wrap_pyfunction!(buffer_memory, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
