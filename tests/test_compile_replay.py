@@ -136,3 +136,17 @@ def test_dead_graphs_release_their_plans():
         counts.append(torch_tpu_rs.metrics()["replay_plans"])
     # A plan holds its executable: graphs Dynamo dropped must not keep theirs.
     assert counts[-1] <= counts[0], counts
+
+
+def test_replayed_index_check_raises_at_sync():
+    torch._dynamo.reset()
+    g = torch.compile(lambda x, i: x[i] * 2, backend="tpu")
+    x = torch.arange(5.0, device="tpu")
+    g(x, torch.tensor([1, 2], device="tpu"))
+    before = torch_tpu_rs.metrics()["graph_replays"]
+    torch.testing.assert_close(g(x, torch.tensor([3, -1], device="tpu")).cpu(), torch.tensor([6.0, 8.0]))
+    with pytest.raises(IndexError, match="index out of range"):
+        g(x, torch.tensor([3, 7], device="tpu")).cpu()
+    assert torch_tpu_rs.metrics()["graph_replays"] - before == 2
+    # The device keeps working.
+    torch.testing.assert_close(g(x, torch.tensor([0, 4], device="tpu")).cpu(), torch.tensor([0.0, 8.0]))
