@@ -6,7 +6,7 @@ use super::{float_only, sum_back};
 use crate::args::{norm_dim, Args, TensorArg};
 use crate::ctx::Lower;
 use crate::error::Result;
-use crate::ops::reduce::{acc, reduce_extreme, unreduce};
+use crate::ops::reduce::{acc, unreduce};
 
 /// (value as acc dtype in at least rank 1, dim, original shape).
 fn softmax_input(lx: &mut Lower, t: &TensorArg, dim: i64) -> Result<(Value, i64)> {
@@ -21,7 +21,9 @@ pub(super) fn softmax_impl(lx: &mut Lower, args: &Args, log: bool) -> Result<Vec
     let out = if args.bool_or(2, false)? { DType::F32 } else { t.dtype };
     let (x, d) = softmax_input(lx, &t, args.int(1)?)?;
     let shape = lx.shape(x);
-    let m = reduce_extreme(lx, x, &[d], true)?;
+    // The max only keeps exp() in range: a NaN it drops still makes its
+    // row NaN through x - m, so the plain (vectorized) reduction serves.
+    let m = lx.b.reduce_max(x, &[d])?;
     let mb = unreduce(lx, m, &shape, &[d])?;
     let z = lx.b.sub(x, mb)?;
     let e = lx.b.exp(z)?;

@@ -1,7 +1,7 @@
 //! logsumexp, and the stable log-sum-exp value other ops reuse.
 use stablehlo::{CompareDir, DType, Value};
 
-use super::{acc, keep, reduce_dims, reduce_extreme, unreduce};
+use super::{acc, keep, reduce_dims, unreduce};
 use crate::args::Args;
 use crate::ctx::Lower;
 use crate::error::Result;
@@ -10,7 +10,8 @@ use crate::error::Result;
 /// infinite maxima replaced by 0 (as PyTorch does).
 pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<Value> {
     let shape = lx.shape(x);
-    let m = reduce_extreme(lx, x, dims, true)?;
+    // Only for range: a NaN the plain max drops reaches the sum through x - m.
+    let m = lx.b.reduce_max(x, dims)?;
     let am = lx.b.abs(m)?;
     let inf = lx.full_like(m, f64::INFINITY)?;
     let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
