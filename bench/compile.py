@@ -66,7 +66,9 @@ def main() -> None:
             "ratio_compiled_over_cpu": round(tpu / cpu, 3),
         }
     m = torch_tpu_rs.metrics()
-    result["metrics"] = {k: m[k] for k in ["compiles", "compiled_graphs", "graph_breaks", "cache_hits_disk"]}
+    result["metrics"] = {
+        k: m[k] for k in ["compiles", "compiled_graphs", "graph_breaks", "cache_hits_disk", "graph_replays", "unreplayable_graphs"]
+    }
     print(json.dumps(result, indent=2))
 
 
