@@ -237,3 +237,25 @@ def test_host_upload_mid_graph_keeps_the_graph_and_the_order():
         assert w.cpu().tolist() == [7.0] * 4
     finally:
         torch_tpu_rs.set_eager_mode("strict")
+
+
+def test_recompile_for_new_sizes_is_named(fused):
+    # A graph whose ops repeat with another batch size compiles again (Fused
+    # Eager has no shape buckets yet); the metrics say why. (With a warm disk
+    # cache the programs load instead of compiling; CI's cache starts empty.)
+    key = "new sizes or dtypes for a graph seen before"
+    w = torch.randn(16, 8, device="tpu")
+    torch.tpu.synchronize()  # randn's graph runs now, not with the first batch
+    outs = []
+    for i, batch in enumerate((3, 5, 7)):
+        if i == 1:
+            before = torch_tpu_rs.metrics()
+        x = torch.randn(batch, 16)
+        y = ((x.to("tpu") @ w).relu() * 0.5 + 1.25).tanh().sum(dim=1)
+        outs.append((y.cpu(), ((x @ w.cpu()).relu() * 0.5 + 1.25).tanh().sum(dim=1)))
+    for got, want in outs:
+        torch.testing.assert_close(got, want)
+    after = torch_tpu_rs.metrics()
+    compiled = after["compiles"] - before["compiles"]
+    assert compiled + after["cache_hits_disk"] - before["cache_hits_disk"] == 2
+    assert after["recompile_reasons"].get(key, 0) - before["recompile_reasons"].get(key, 0) == compiled

@@ -374,7 +374,16 @@ pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>>
             c
         }
         None => {
-            let reason = if engine.cache.has_op("fused graph") { "new graph" } else { "new op" };
+            let seen = seen_op_sequence(&g.ops);
+            let reason = if !engine.cache.has_op("fused graph") {
+                "new op"
+            } else if !seen {
+                "new graph"
+            } else {
+                // The same ops as a graph compiled before: sizes or dtypes
+                // changed (a varying batch or sequence length).
+                "new sizes or dtypes for a graph seen before"
+            };
             crate::dispatch::dump_ir(engine, "fused graph", &text);
             let start = Instant::now();
             let (executable, from_disk) = crate::disk_cache::compile_cached(
@@ -440,6 +449,15 @@ pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>>
         replay_blocker: g.replay_blocker,
         zero_reads: g.zero_reads,
     }))
+}
+
+/// Whether a graph with this op sequence was compiled before (and remembers it).
+fn seen_op_sequence(ops: &[String]) -> bool {
+    use std::hash::{Hash, Hasher};
+    static SEEN: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ops.hash(&mut h);
+    !SEEN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::new).insert(h.finish())
 }
 
 /// In-place updates donate: a storage overwritten in this graph whose old
