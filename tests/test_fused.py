@@ -259,3 +259,20 @@ def test_recompile_for_new_sizes_is_named(fused):
     compiled = after["compiles"] - before["compiles"]
     assert compiled + after["cache_hits_disk"] - before["cache_hits_disk"] == 2
     assert after["recompile_reasons"].get(key, 0) - before["recompile_reasons"].get(key, 0) == compiled
+
+
+def test_slicing_at_a_new_offset_each_step_stops_compiling(fused):
+    # View offsets start as program constants (XLA slices statically); a
+    # loop that walks its data would compile every step, so once a graph
+    # compiles again for new offsets alone, offsets become arguments.
+    base_cpu = torch.randn(64)
+    base = base_cpu.to("tpu")
+    torch.tpu.synchronize()
+    late = []
+    for i in range(10):
+        m = torch_tpu_rs.metrics()
+        got = (base[i:i + 8] * 2 + 1).sum().item()
+        after = torch_tpu_rs.metrics()
+        late.append(after["compiles"] + after["cache_hits_disk"] - m["compiles"] - m["cache_hits_disk"])
+        assert got == pytest.approx((base_cpu[i:i + 8] * 2 + 1).sum().item(), rel=1e-5)
+    assert sum(late[4:]) == 0, late

@@ -13,6 +13,7 @@ pub mod dispatch;
 pub mod error;
 pub mod ffi;
 pub mod fused;
+pub mod graph_history;
 pub mod host_heap;
 pub mod metrics;
 pub mod mode;

@@ -236,6 +236,12 @@ pub trait SlotSource {
     fn constants_are_static(&self) -> bool {
         false
     }
+    /// Whether view offsets are program constants (implied by
+    /// `constants_are_static`). A Fused Eager graph's usually are: XLA then
+    /// slices statically and fuses across the slice.
+    fn offsets_are_static(&self) -> bool {
+        self.constants_are_static()
+    }
 }
 
 /// Strict Eager: each storage read becomes an argument of the op's program.
@@ -308,12 +314,13 @@ pub fn record(
 
     // Views: an offset input where the view is not its whole storage.
     let static_constants = source.constants_are_static();
+    let static_offsets = source.offsets_are_static();
     let mut view_offsets: Vec<Option<Value>> = Vec::new();
     let mut view_values: Vec<Option<Value>> = Vec::new();
     for (vi, (slot, t, write, _)) in slots.views.iter().enumerate() {
         let offset = if t.is_whole() || t.is_whole_permuted() {
             None
-        } else if static_constants {
+        } else if static_offsets {
             Some(b.constant_i64(DType::I64, t.offset))
         } else {
             inputs.push(Input::Offset { view: vi });

@@ -1,0 +1,75 @@
+//! What a Fused Eager graph about to compile shares with graphs compiled
+//! before: it names the recompile reason (a changing batch or sequence
+//! size shows up as such in the metrics) and tells when view offsets move
+//! between otherwise equal graphs, so they stop being program constants.
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+use crate::call::{Call, CallValue, TensorRef};
+
+/// Running hashes of a recorded graph: its ops, the sizes/strides/dtypes
+/// they saw, and the view offsets they read at.
+#[derive(Default, Clone, Copy)]
+pub struct GraphKey {
+    ops: u64,
+    shapes: u64,
+    offsets: u64,
+}
+
+fn mix(h: u64, v: u64) -> u64 {
+    (h ^ v).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(23)
+}
+
+fn hash_of(v: impl Hash) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+impl GraphKey {
+    pub fn add(&mut self, call: &Call) {
+        self.ops = mix(self.ops, hash_of(call.op));
+        let mut tensor = |t: &TensorRef| {
+            self.shapes = mix(self.shapes, hash_of((&t.sizes, &t.strides, t.dtype as u8 as u64, t.storage.nbytes)));
+            self.offsets = mix(self.offsets, t.offset as u64);
+        };
+        for a in &call.args {
+            match &a.value {
+                CallValue::Tensor(t) => tensor(t),
+                CallValue::TensorList(ts) => ts.iter().flatten().for_each(&mut tensor),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// How a graph about to compile relates to graphs compiled before.
+#[derive(Debug, PartialEq)]
+pub enum Novelty {
+    /// Its op sequence was never compiled.
+    NewOps,
+    /// The same ops on other sizes or dtypes.
+    NewSizes,
+    /// The same ops and sizes, reading at other view offsets.
+    NewOffsets,
+    /// The same ops, sizes and offsets (which results are live or donated differs).
+    NewLiveness,
+}
+
+/// Records `key` as compiled and says what is new about it.
+pub fn note_compile(key: &GraphKey) -> Novelty {
+    static SEEN: Mutex<Option<HashMap<u64, HashMap<u64, HashSet<u64>>>>> = Mutex::new(None);
+    let mut guard = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let by_ops = guard.get_or_insert_with(HashMap::new);
+    let known_ops = by_ops.contains_key(&key.ops);
+    let by_shapes = by_ops.entry(key.ops).or_default();
+    let known_shapes = by_shapes.contains_key(&key.shapes);
+    let new_offsets = by_shapes.entry(key.shapes).or_default().insert(key.offsets);
+    match (known_ops, known_shapes, new_offsets) {
+        (false, _, _) => Novelty::NewOps,
+        (true, false, _) => Novelty::NewSizes,
+        (true, true, true) => Novelty::NewOffsets,
+        (true, true, false) => Novelty::NewLiveness,
+    }
+}
