@@ -35,7 +35,8 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--device", default="tpu")
-    p.add_argument("--mode", default=None, help="eager mode: strict (default) or debug")
+    p.add_argument("--mode", default=None, help="eager mode: strict (default), fused or debug")
+    p.add_argument("--compile", action="store_true", help='run the step through torch.compile(backend="tpu")')
     p.add_argument("--log-every", type=int, default=5, help="read the loss back every N steps")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = p.parse_args()
@@ -54,19 +55,27 @@ def main() -> None:
     print(
         f"Llama-style model: {model.num_params() / 1e6:.2f} M parameters, {cfg.n_layers} layers, "
         f"dim {cfg.dim}; device {args.device}"
-        + (f" ({torch.tpu.get_device_name()}, {torch_tpu_rs.get_eager_mode()} eager)" if args.device == "tpu" else "")
+        + (f" ({torch.tpu.get_device_name()}, "
+           + ("torch.compile" if args.compile else f"{torch_tpu_rs.get_eager_mode()} eager") + ")"
+           if args.device == "tpu" else "")
     )
     before = torch_tpu_rs.metrics()
     loss_value = float("nan")
     first_step_s = None
     start = time.perf_counter()
     bar = tqdm(range(args.steps), desc="train", unit="step")
-    for step in bar:
-        t0 = time.perf_counter()
-        loss = model.loss(batches[step % len(batches)])
+    def train_step(batch):
+        loss = model.loss(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        return loss
+
+    if args.compile:
+        train_step = torch.compile(train_step, backend=args.device if args.device == "tpu" else "inductor")
+    for step in bar:
+        t0 = time.perf_counter()
+        loss = train_step(batches[step % len(batches)])
         if step % args.log_every == 0 or step == args.steps - 1:
             loss_value = loss.item()  # the only host sync in the loop
             elapsed = time.perf_counter() - start
