@@ -30,7 +30,7 @@ fn count(lx: &mut Lower, mask: Value) -> Result<Value> {
 }
 
 /// Inclusive prefix sum of a 1-D i64 array in log2(n) shifted adds.
-fn prefix_sum(lx: &mut Lower, x: Value) -> Result<Value> {
+pub(crate) fn prefix_sum(lx: &mut Lower, x: Value) -> Result<Value> {
     let n = lx.shape(x)[0];
     let mut acc = x;
     let mut shift = 1;

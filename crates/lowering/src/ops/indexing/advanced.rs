@@ -248,27 +248,12 @@ pub(super) fn index_put(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     Ok(vec![transpose(lx, out, &inv)?])
 }
 
-/// Inclusive prefix sum of a 1-D i64 value (log-step shifted adds).
-fn cumsum(lx: &mut Lower, v: Value) -> Result<Value> {
-    let n = lx.shape(v)[0];
-    let zero = lx.b.constant_i64(DType::I64, 0);
-    let mut x = v;
-    let mut s = 1;
-    while s < n {
-        let head = lx.b.slice(x, &[0], &[n - s], &[])?;
-        let shifted = lx.b.pad(head, zero, &[s], &[0], &[0])?;
-        x = lx.b.add(x, shifted)?;
-        s *= 2;
-    }
-    Ok(x)
-}
-
 /// For a flattened mask [M]: (rank of each position among the true ones,
 /// clamped to [0, limit-1]; the number of true positions, rank 0).
 fn mask_ranks(lx: &mut Lower, mflat: Value, limit: i64) -> Result<(Value, Value)> {
     let n = lx.shape(mflat)[0];
     let ones = lx.b.convert(mflat, DType::I64)?;
-    let cs = cumsum(lx, ones)?;
+    let cs = crate::ops::dynamic::prefix_sum(lx, ones)?;
     let last = lx.b.slice(cs, &[n - 1], &[n], &[])?;
     let count = lx.b.reshape(last, &[])?;
     let one = lx.b.splat_i64(DType::I64, 1, &[n])?;

@@ -2,11 +2,10 @@
 //! nonzero_static and put.
 use stablehlo::{CompareDir, DType};
 
-use super::{cmp, scatter_1d, R, V};
+use super::{cmp, scatter_1d, R};
 use crate::args::{norm_dim, Arg, Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
-use crate::error::Result;
 
 /// index_reduce(self, dim, index, source, reduce, *, include_self=True):
 /// expands `index` ([k]) to `source`'s shape and reuses scatter_reduce.
@@ -64,21 +63,6 @@ pub(super) fn index_reduce(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![lx.b.reshape(out[0], &t.shape)?])
 }
 
-/// Inclusive prefix sum of a 1-D i64 array (log2(n) shifted adds).
-fn prefix_sum(lx: &mut Lower, x: V) -> Result<V> {
-    let n = lx.shape(x)[0];
-    let mut acc = x;
-    let mut shift = 1;
-    while shift < n {
-        let zero = lx.b.constant_i64(DType::I64, 0);
-        let s = lx.b.pad(acc, zero, &[shift], &[0], &[0])?;
-        let s = lx.b.slice(s, &[0], &[n], &[1])?;
-        acc = lx.b.add(acc, s)?;
-        shift *= 2;
-    }
-    Ok(acc)
-}
-
 /// nonzero_static(self, *, size, fill_value=-1) -> [size, ndim] int64.
 pub(super) fn nonzero_static(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?.clone();
@@ -96,7 +80,7 @@ pub(super) fn nonzero_static(lx: &mut Lower, args: &Args) -> R {
     let flat = lx.b.reshape(t.value, &[n])?;
     let mask = lx.cast(flat, DType::Bool)?;
     let as_int = lx.cast(mask, DType::I64)?;
-    let rank = prefix_sum(lx, as_int)?;
+    let rank = crate::ops::dynamic::prefix_sum(lx, as_int)?;
     let one = lx.full(DType::I64, 1.0, &[n])?;
     let slot = lx.b.sub(rank, one)?;
     let past = lx.full(DType::I64, size as f64, &[n])?;
