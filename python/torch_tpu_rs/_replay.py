@@ -16,6 +16,8 @@ something a replay cannot reproduce, is recorded on every call, as before.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.fx as fx
 
@@ -113,19 +115,27 @@ def _split_cpu(gm: fx.GraphModule):
     return _Split(fx.GraphModule(gm, cg), fx.GraphModule(gm, tg), tpu_args, len(boundary))
 
 
-def _record(gm, args, reason):
-    """Runs `gm` through the Fused Eager recorder as one program."""
+@contextlib.contextmanager
+def _recording():
+    """Fused Eager with the caller marking the graph's end (the repeat
+    detector must not cut a compiled graph in two); the mode is restored."""
     previous = _C.get_eager_mode()
     if previous != "fused":
         _C.set_eager_mode("fused")
     explicit = _C.set_explicit_graph_boundaries(True)
     try:
-        out = gm(*args)
-        _C.flush(reason)
+        yield
     finally:
         _C.set_explicit_graph_boundaries(explicit)
         if previous != "fused":
             _C.set_eager_mode(previous)
+
+
+def _record(gm, args, reason):
+    """Runs `gm` through the Fused Eager recorder as one program."""
+    with _recording():
+        out = gm(*args)
+        _C.flush(reason)
     return out
 
 
@@ -186,19 +196,13 @@ class ReplayedGraph:
         return self._capture(targs)
 
     def _capture(self, targs):
-        previous = _C.get_eager_mode()
-        if previous != "fused":
-            _C.set_eager_mode("fused")
-        explicit = _C.set_explicit_graph_boundaries(True)
-        try:
-            mark = _C.capture_begin()
-            outs = self.split.tpu_gm(*targs)
-            plan, why, updated, specs = self._describe(mark, targs, outs)
-        finally:
-            _C.capture_cancel()
-            _C.set_explicit_graph_boundaries(explicit)
-            if previous != "fused":
-                _C.set_eager_mode(previous)
+        with _recording():
+            try:
+                mark = _C.capture_begin()
+                outs = self.split.tpu_gm(*targs)
+                plan, why, updated, specs = self._describe(mark, targs, outs)
+            finally:
+                _C.capture_cancel()
         self._drop_plan()
         self.plan, self.why_not = plan, why
         if plan >= 0:
@@ -268,7 +272,7 @@ class ReplayedGraph:
         if len(targs) != len(layouts):
             return None
         for t, lay in zip(targs, layouts):
-            if (t.dtype, t.device, tuple(t.shape), t.stride(), t.storage_offset()) != lay:
+            if _layout(t) != lay:
                 return None
         args = targs + self.consts
         bases = []

@@ -436,23 +436,9 @@ pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>>
             c
         }
     };
-    let refs: Vec<&pjrt::Buffer> = g.inputs.iter().map(|b| b.as_ref()).collect();
-    let device = engine.device(g.device)?;
     let donate: Vec<usize> = aliases.iter().map(|&(arg, _)| arg).collect();
-    let outs = compiled
-        .executable
-        .execute_donating(&refs, &donate, Some(device))
-        .map_err(|e| EngineError::runtime(format!("fused graph of {} ops: execution failed: {e}", g.ops.len())))?;
-    Metrics::inc(&engine.metrics.executions);
-    for &i in &donate {
-        if g.inputs[i].is_deleted() {
-            Metrics::inc(&engine.metrics.donated_buffers);
-        }
-    }
-    if let Some(last) = outs.last() {
-        crate::dispatch::note_output(last);
-    }
-    let mut outs = outs.into_iter().map(Arc::new);
+    let what = format!("fused graph of {} ops", g.ops.len());
+    let mut outs = execute_graph(engine, &compiled, &g.inputs, &donate, g.device, &what)?.into_iter();
     for p in &live {
         let Some(buf) = outs.next() else { break };
         // SAFETY: not in DEAD, so the storage is alive.
@@ -460,13 +446,9 @@ pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>>
         storage.set(buf, p.dtype);
         storage.pending.store(false, std::sync::atomic::Ordering::Relaxed);
     }
-    for (_, message) in &g.checks {
-        if let Some(flag) = outs.next() {
-            engine.checks.push(flag, message.clone());
-        }
-    }
+    let checks: Vec<String> = g.checks.iter().map(|(_, m)| m.clone()).collect();
+    push_checks(engine, outs, &checks);
     let results = live_ids.iter().zip(&live).map(|(id, p)| (*id, p.dtype)).collect();
-    let checks = g.checks.iter().map(|(_, m)| m.clone()).collect();
     Ok(Some(Flushed {
         compiled,
         device: g.device,
@@ -478,6 +460,39 @@ pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>>
         replay_blocker: g.replay_blocker,
         zero_reads: g.zero_reads,
     }))
+}
+
+/// Runs a graph's program (donating `donate`) and counts it; `what` names
+/// it in an error. Shared by flushes and replays.
+pub(crate) fn execute_graph(
+    engine: &Engine,
+    compiled: &Compiled,
+    inputs: &[Arc<pjrt::Buffer>],
+    donate: &[usize],
+    device: i32,
+    what: &str,
+) -> Result<Vec<Arc<pjrt::Buffer>>> {
+    let refs: Vec<&pjrt::Buffer> = inputs.iter().map(|b| b.as_ref()).collect();
+    let outs = compiled
+        .executable
+        .execute_donating(&refs, donate, Some(engine.device(device)?))
+        .map_err(|e| EngineError::runtime(format!("{what}: execution failed: {e}")))?;
+    let m = &engine.metrics;
+    Metrics::inc(&m.executions);
+    let donated = donate.iter().filter(|&&i| inputs[i].is_deleted()).count() as u64;
+    m.donated_buffers.fetch_add(donated, std::sync::atomic::Ordering::Relaxed);
+    if let Some(last) = outs.last() {
+        crate::dispatch::note_output(last);
+    }
+    Ok(outs.into_iter().map(Arc::new).collect())
+}
+
+/// Hands the index-check flags that follow a graph's results to the engine,
+/// to be raised at the next sync.
+pub(crate) fn push_checks(engine: &Engine, flags: impl Iterator<Item = Arc<pjrt::Buffer>>, messages: &[String]) {
+    for (flag, message) in flags.zip(messages) {
+        engine.checks.push(flag, message.clone());
+    }
 }
 
 /// In-place updates donate: a storage overwritten in this graph whose old

@@ -10,7 +10,6 @@
 //! updated in place or to an output storage. Anything else (a CPU tensor read
 //! as a number, an op that ran outside the graph, a result kept by nobody)
 //! makes the graph unreplayable, and the caller records it every time.
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use stablehlo::DType;
@@ -204,21 +203,8 @@ pub fn replay(engine: &Engine, plan: usize, args: &[&Storage], outputs: &[&Stora
     if outputs.len() != p.results.iter().filter(|(d, _)| matches!(d, Dest::Output(_))).count() {
         return Ok(false);
     }
-    let refs: Vec<&pjrt::Buffer> = inputs.iter().map(|b| b.as_ref()).collect();
-    let device = engine.device(p.device)?;
-    let outs = p
-        .compiled
-        .executable
-        .execute_donating(&refs, &p.donate, Some(device))
-        .map_err(|e| EngineError::runtime(format!("compiled graph: execution failed: {e}")))?;
-    let m = &engine.metrics;
-    Metrics::inc(&m.executions);
-    Metrics::inc(&m.graph_replays);
-    m.donated_buffers.fetch_add(p.donate.iter().filter(|&&i| inputs[i].is_deleted()).count() as u64, Ordering::Relaxed);
-    if let Some(last) = outs.last() {
-        crate::dispatch::note_output(last);
-    }
-    let mut outs = outs.into_iter().map(Arc::new);
+    let mut outs = fused::execute_graph(engine, &p.compiled, &inputs, &p.donate, p.device, "compiled graph")?.into_iter();
+    Metrics::inc(&engine.metrics.graph_replays);
     for (dest, dtype) in &p.results {
         let Some(buf) = outs.next() else { break };
         let storage = match dest {
@@ -227,10 +213,6 @@ pub fn replay(engine: &Engine, plan: usize, args: &[&Storage], outputs: &[&Stora
         };
         storage.set(buf, *dtype);
     }
-    for message in &p.checks {
-        if let Some(flag) = outs.next() {
-            engine.checks.push(flag, message.clone());
-        }
-    }
+    fused::push_checks(engine, outs, &p.checks);
     Ok(true)
 }
