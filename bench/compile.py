@@ -2,7 +2,8 @@
 
 For MLP and Llama-style training steps: compiled steps/s, the first step's
 time (which includes compiling), and PyTorch CPU eager steps/s measured in
-this same run.
+this same run, round-robin (bench/rounds.py): medians over rounds, and the
+ratio as the median of per-round ratios.
 """
 from __future__ import annotations
 
@@ -13,40 +14,49 @@ import time
 import torch
 
 import torch_tpu_rs
+from rounds import interleaved, median, paired_ratio
 from torch_tpu_rs.models import MLP, Llama, LlamaConfig
 
 
-def measure(make_model, make_batch, loss_fn, device, compiled, steps):
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = make_model().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = [t.to(device) for t in make_batch()]
+class Training:
+    """One model and AdamW on one device, eager or through torch.compile;
+    each call times `steps` training steps and returns steps/s."""
 
-    def step(*b):
-        loss = loss_fn(model, *b)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    def __init__(self, make_model, make_batch, loss_fn, device, compiled, steps):
+        self.steps = steps
+        torch.manual_seed(0)
+        model = make_model().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        batch = [t.to(device) for t in make_batch()]
 
-    if compiled:
-        step = torch.compile(step, backend="tpu")
-    t0 = time.perf_counter()
-    step(*batch).item()
-    first = time.perf_counter() - t0
-    for _ in range(2):
-        step(*batch)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step(*batch)
-    loss.item()
-    return steps / (time.perf_counter() - t0), first
+        def step(*b):
+            loss = loss_fn(model, *b)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        if compiled:
+            step = torch.compile(step, backend="tpu")
+        self.step = lambda: step(*batch)
+        t0 = time.perf_counter()
+        self.step().item()
+        self.first_step_s = time.perf_counter() - t0
+        for _ in range(2):
+            self.step()
+
+    def __call__(self) -> float:
+        t0 = time.perf_counter()
+        for _ in range(self.steps):
+            loss = self.step()
+        loss.item()
+        return self.steps / (time.perf_counter() - t0)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=10, help="training steps per timed sample")
+    p.add_argument("--rounds", type=int, default=5, help="round-robin rounds of samples")
     args = p.parse_args()
     torch.set_num_threads(2)
     cfg = LlamaConfig(vocab_size=256, dim=128, n_layers=2, n_heads=4, hidden_dim=344, max_seq_len=128)
@@ -55,15 +65,17 @@ def main() -> None:
                 lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)),
         "llama": (lambda: Llama(cfg), lambda: (torch.randint(0, 256, (8, 65)),), lambda m, t: m.loss(t)),
     }
-    result = {"platform": torch.tpu.get_device_name()}
+    result = {"platform": torch.tpu.get_device_name(), "rounds": args.rounds}
     for name, (mk, batch, loss) in cases.items():
-        tpu, first = measure(mk, batch, loss, "tpu", True, args.steps)
-        cpu, _ = measure(mk, batch, loss, "cpu", False, args.steps)
+        torch._dynamo.reset()
+        compiled = Training(mk, batch, loss, "tpu", True, args.steps)
+        cpu = Training(mk, batch, loss, "cpu", False, args.steps)
+        s = interleaved({"compiled": compiled, "cpu": cpu}, args.rounds)
         result[name] = {
-            "compiled_steps_per_s": round(tpu, 2),
-            "first_step_s": round(first, 3),
-            "cpu_eager_steps_per_s": round(cpu, 2),
-            "ratio_compiled_over_cpu": round(tpu / cpu, 3),
+            "compiled_steps_per_s": round(median(s["compiled"]), 2),
+            "first_step_s": round(compiled.first_step_s, 3),
+            "cpu_eager_steps_per_s": round(median(s["cpu"]), 2),
+            "ratio_compiled_over_cpu": round(paired_ratio(s["compiled"], s["cpu"]), 3),
         }
     m = torch_tpu_rs.metrics()
     result["metrics"] = {

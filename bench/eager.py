@@ -3,7 +3,8 @@
 tiny_op_us: median µs per `c = c + b` on 4 floats (N ops, synced at the
 end), for tpu (Strict Eager) and for PyTorch CPU eager. mlp/llama: training
 steps/s on tpu in Strict and Fused Eager and on PyTorch CPU eager, measured
-in this same run, with the ratios. startup_to_first_step_s: from `import
+in this same run, round-robin (bench/rounds.py): medians over rounds, and
+ratios as medians of per-round ratios. startup_to_first_step_s: from `import
 torch` to the end of the first training step in a fresh process, with an
 empty and then a warm compilation cache; `from_import_torch_tpu_rs` starts
 the clock after `import torch` (the part this project controls).
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import torch
 
 import torch_tpu_rs
+from rounds import interleaved, median, paired_ratio
 from torch_tpu_rs.models import MLP, Llama, LlamaConfig
 
 
@@ -26,46 +27,63 @@ def sync(device: str) -> None:
         torch.tpu.synchronize()
 
 
-def tiny_op_us(device: str, n: int, repeats: int) -> float:
-    b = torch.ones(4, device=device)
-    c = torch.zeros(4, device=device)
-    for _ in range(50):  # warm up (compile once)
-        c = c + b
-    sync(device)
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            c = c + b
+class TinyOp:
+    """`c = c + b` on 4 floats, `n` ops per sample, synced at the end."""
+
+    def __init__(self, device: str, n: int):
+        self.device, self.n = device, n
+        self.b = torch.ones(4, device=device)
+        self.c = torch.zeros(4, device=device)
+        for _ in range(50):  # warm up (compile once)
+            self.c = self.c + self.b
         sync(device)
-        samples.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(samples)
+
+    def __call__(self) -> float:
+        """µs per op."""
+        b, c = self.b, self.c
+        t0 = time.perf_counter()
+        for _ in range(self.n):
+            c = c + b
+        sync(self.device)
+        self.c = c
+        return (time.perf_counter() - t0) / self.n * 1e6
 
 
-def steps_per_s(make_model, make_batch, loss_fn, device: str, steps: int, warmup: int = 6) -> float:
-    # Fused Eager needs a few steps before its step graph repeats (first steps
-    # differ: no grads yet, optimizer state created), so warm up past them.
-    torch.manual_seed(0)
-    model = make_model().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = [t.to(device) for t in make_batch()]
+class Training:
+    """One model and AdamW on one device in one eager mode; each call times
+    `steps` training steps and returns steps/s."""
 
-    def step():
-        loss = loss_fn(model, *batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+    def __init__(self, make_model, make_batch, loss_fn, device: str, mode: str, steps: int, warmup: int = 6):
+        self.device, self.mode, self.steps = device, mode, steps
+        torch_tpu_rs.set_eager_mode(mode)
+        torch.manual_seed(0)
+        model = make_model().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        batch = [t.to(device) for t in make_batch()]
 
-    for _ in range(warmup):
-        step()
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    loss.item()
-    sync(device)
-    return steps / (time.perf_counter() - t0)
+        def step():
+            loss = loss_fn(model, *batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss
+
+        self.step = step
+        # Fused Eager needs a few steps before its step graph repeats (first
+        # steps differ: no grads yet, optimizer state created).
+        for _ in range(warmup):
+            step()
+        step().item()
+
+    def __call__(self) -> float:
+        torch_tpu_rs.set_eager_mode(self.mode)
+        sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(self.steps):
+            loss = self.step()
+        loss.item()
+        sync(self.device)
+        return self.steps / (time.perf_counter() - t0)
 
 
 STARTUP_SCRIPT = r"""
@@ -105,8 +123,9 @@ def startup_seconds(cache_dir: str) -> tuple[float, float, int]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ops", type=int, default=2000)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=7, help="tiny-op samples per device")
+    p.add_argument("--steps", type=int, default=10, help="training steps per timed sample")
+    p.add_argument("--rounds", type=int, default=5, help="round-robin rounds of training samples")
     p.add_argument("--mode", default="strict")
     args = p.parse_args()
     torch_tpu_rs.set_eager_mode(args.mode)
@@ -117,20 +136,22 @@ def main() -> None:
     cfg = LlamaConfig(vocab_size=256, dim=128, n_layers=2, n_heads=4, hidden_dim=344, max_seq_len=128)
     llama = (lambda: Llama(cfg), lambda: (torch.randint(0, 256, (8, 65)),), lambda m, t: m.loss(t))
 
-    result = {"mode": args.mode, "platform": torch.tpu.get_device_name()}
-    result["tiny_op_us"] = {"tpu": round(tiny_op_us("tpu", args.ops, args.repeats), 2),
-                            "cpu": round(tiny_op_us("cpu", args.ops, args.repeats), 2)}
+    result = {"mode": args.mode, "platform": torch.tpu.get_device_name(), "rounds": args.rounds}
+    tiny = interleaved({"tpu": TinyOp("tpu", args.ops), "cpu": TinyOp("cpu", args.ops)}, args.repeats)
+    result["tiny_op_us"] = {k: round(median(v), 2) for k, v in tiny.items()}
     for name, (mk, batch, loss) in {"mlp": mlp, "llama": llama}.items():
-        cpu = steps_per_s(mk, batch, loss, "cpu", args.steps)
-        entry = {"cpu": round(cpu, 2)}
+        runs = {"cpu": Training(mk, batch, loss, "cpu", "strict", args.steps)}
         for mode in ["strict", "fused"]:
-            torch_tpu_rs.set_eager_mode(mode)
-            tpu = steps_per_s(mk, batch, loss, "tpu", args.steps)
-            entry[f"tpu_{mode}"] = round(tpu, 2)
-            entry[f"ratio_{mode}_over_cpu"] = round(tpu / cpu, 3)
-        entry["ratio_fused_over_strict"] = round(entry["tpu_fused"] / entry["tpu_strict"], 3)
+            runs[f"tpu_{mode}"] = Training(mk, batch, loss, "tpu", mode, args.steps)
+        compiles = torch_tpu_rs.metrics()["compiles"]
+        s = interleaved(runs, args.rounds)
+        entry = {k: round(median(v), 2) for k, v in s.items()}
+        for mode in ["strict", "fused"]:
+            entry[f"ratio_{mode}_over_cpu"] = round(paired_ratio(s[f"tpu_{mode}"], s["cpu"]), 3)
+        entry["ratio_fused_over_strict"] = round(paired_ratio(s["tpu_fused"], s["tpu_strict"]), 3)
+        entry["compiles_while_timed"] = torch_tpu_rs.metrics()["compiles"] - compiles
         result[f"{name}_steps_per_s"] = entry
-        torch_tpu_rs.set_eager_mode(args.mode)
+    torch_tpu_rs.set_eager_mode(args.mode)
     import tempfile
 
     with tempfile.TemporaryDirectory() as cache_dir:
