@@ -150,3 +150,44 @@ def test_replayed_index_check_raises_at_sync():
     assert torch_tpu_rs.metrics()["graph_replays"] - before == 2
     # The device keeps working.
     torch.testing.assert_close(g(x, torch.tensor([0, 4], device="tpu")).cpu(), torch.tensor([0.0, 8.0]))
+
+
+def test_threads_calling_one_compiled_graph_get_their_own_results():
+    torch._dynamo.reset()
+
+    def f(x, w):
+        return torch.relu(x @ w).sum(0) * 2
+
+    g = torch.compile(f, backend="tpu")
+    w = torch.randn(8, 8)
+    wt = w.to("tpu")
+    torch._dynamo.mark_static(wt)
+
+    inputs = [[torch.randn(4, 8, generator=torch.Generator().manual_seed(10 * t + i)) for i in range(15)] for t in range(2)]
+    results, errors = [[], []], []
+
+    def worker(t):
+        try:
+            for x in inputs[t]:
+                results[t].append(g(x.to("tpu"), wt).cpu())
+        except Exception as e:  # surfaced below: a thread's exception is otherwise lost
+            errors.append(e)
+
+    import sys
+    import threading
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over often, so the calls interleave
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    for t in range(2):
+        assert len(results[t]) == len(inputs[t])
+        for x, got in zip(inputs[t], results[t]):
+            torch.testing.assert_close(got, f(x, w))

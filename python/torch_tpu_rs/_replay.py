@@ -17,6 +17,7 @@ something a replay cannot reproduce, is recorded on every call, as before.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import torch
 import torch.fx as fx
@@ -131,9 +132,15 @@ def _recording():
             _C.set_eager_mode(previous)
 
 
+# Recording switches the process-wide eager mode and fills the one pending
+# graph, and a replay reads a graph's capture state, so compiled graphs called
+# from several threads run one at a time (re-entrant: __call__ -> _record).
+_LOCK = threading.RLock()
+
+
 def _record(gm, args, reason):
     """Runs `gm` through the Fused Eager recorder as one program."""
-    with _recording():
+    with _LOCK, _recording():
         out = gm(*args)
         _C.flush(reason)
     return out
@@ -175,6 +182,10 @@ class ReplayedGraph:
                         self.consts.append(v)
 
     def __call__(self, *args):
+        with _LOCK:
+            return self._call(args)
+
+    def _call(self, args):
         if self.split is None:
             return _record(self.gm, args, self.reason)
         s = self.split
