@@ -19,10 +19,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('as_strided', 'partial_views', 'float64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'int32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
  ('as_strided', 'partial_views', 'int64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
- ('bitwise_left_shift', '', 'int32', 'fwd'): 'not lowered: aten::bitwise_left_shift.Tensor_out',
- ('bitwise_left_shift', '', 'int64', 'fwd'): 'not lowered: aten::bitwise_left_shift.Tensor_out',
- ('bitwise_right_shift', '', 'int32', 'fwd'): 'not lowered: aten::bitwise_right_shift.Tensor_out',
- ('bitwise_right_shift', '', 'int64', 'fwd'): 'not lowered: aten::bitwise_right_shift.Tensor_out',
  ('cdouble', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
                                      'float64, float16, bfloat16, int64, int32, int16, i',
  ('cdouble', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '

@@ -210,6 +210,23 @@ KEEP_UNARY = {
 KEEP_CASES = [(n, d) for n, (_, ds) in KEEP_UNARY.items() for d in ds]
 
 
+SHIFTS = {"<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+          "left": torch.bitwise_left_shift, "right": torch.bitwise_right_shift}
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("name", list(SHIFTS))
+def test_shifts_by_negative_and_too_wide_amounts(name, dtype):
+    # The CPU gives 0 (left) or the sign fill (right) for amounts < 0 or >= the bit width.
+    lo = 0 if dtype == torch.uint8 else -100
+    a = torch.tensor([lo, -7 if lo else 7, 5, 1, 3, 100, 1, 64], dtype=dtype)
+    b = torch.tensor([1, 0, 3, 65, 7, 8, 63, 2 if lo else 9], dtype=dtype)
+    if dtype != torch.uint8:
+        b[1] = -1
+    assert_same(*run_both(SHIFTS[name], a, b))
+    assert_same(*run_both(lambda x: SHIFTS[name](x, 3), a))
+
+
 @pytest.mark.parametrize("name,dtype", KEEP_CASES, ids=[f"{n}-{str(d)[6:]}" for n, d in KEEP_CASES])
 def test_unary(name, dtype):
     x = make(dtype, 4, 5)

@@ -114,6 +114,10 @@ pub const OPS: &[OpEntry] = &[
     op!("bitwise_or", l::bitwise_or),
     op!("bitwise_xor", l::bitwise_xor),
     op!("bitwise_not", l::bitwise_not),
+    op!("bitwise_left_shift", l::bitwise_left_shift),
+    op!("bitwise_right_shift", l::bitwise_right_shift),
+    op!("__lshift__", l::bitwise_left_shift),
+    op!("__rshift__", l::bitwise_right_shift),
     op!("where", l::where_),
     op!("masked_fill", l::masked_fill),
 ];

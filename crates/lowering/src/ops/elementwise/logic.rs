@@ -79,6 +79,23 @@ pub(super) fn bitwise_or(lx: &mut Lower, args: &Args) -> R {
 pub(super) fn bitwise_xor(lx: &mut Lower, args: &Args) -> R {
     bitwise(lx, args, "bitwise_xor_cpu", |lx, a, b| Ok(lx.b.xor(a, b)?))
 }
+/// `a << b` as on the CPU: a shift by a negative amount or by the bit width
+/// or more gives 0. StableHLO's shift_left already does that, since it reads
+/// the amount as unsigned.
+pub(super) fn bitwise_left_shift(lx: &mut Lower, args: &Args) -> R {
+    bitwise(lx, args, "lshift_cpu", |lx, a, b| Ok(lx.b.shift_left(a, b)?))
+}
+/// `a >> b` as on the CPU: arithmetic for signed integers, logical for
+/// uint8; a negative or too-large amount fills with the sign bit (0 for
+/// uint8), which is StableHLO's rule for amounts read as unsigned.
+pub(super) fn bitwise_right_shift(lx: &mut Lower, args: &Args) -> R {
+    let (a, b) = (args.operand(0)?, args.operand(1)?);
+    if result_type(&[&a, &b]) == DType::U8 {
+        bitwise(lx, args, "rshift_cpu", |lx, a, b| Ok(lx.b.shift_right_logical(a, b)?))
+    } else {
+        bitwise(lx, args, "rshift_cpu", |lx, a, b| Ok(lx.b.shift_right_arithmetic(a, b)?))
+    }
+}
 pub(super) fn bitwise_not(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?;
     if t.dtype.is_float() {
