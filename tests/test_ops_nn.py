@@ -233,6 +233,14 @@ def test_dropout_statistics_and_backward():
     assert not torch.equal(kept[0], kept[1])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32, torch.bool])
+def test_native_dropout_backward_promotes_like_cpu(dtype):
+    # grad * mask * scale: the float scale makes an integer or bool grad float32.
+    g = torch.tensor([[1, 0, 3], [2, 5, 1]]).to(dtype)
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    assert_same(*run_both(lambda g, m: torch.ops.aten.native_dropout_backward(g, m, 2.0), g, mask))
+
+
 def test_dropout_reproducible_and_modes():
     x = make((16, 16)).to("tpu")
     torch.manual_seed(123)

@@ -39,13 +39,17 @@ pub(super) fn native_dropout(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> 
     Ok(vec![lx.b.mul(y, s)?, mask])
 }
 
-/// native_dropout_backward(grad_output, mask, scale)
+/// native_dropout_backward(grad_output, mask, scale): `grad * mask * scale`,
+/// so an integer or bool grad gives float32 (the float scale promotes it),
+/// as on the CPU.
 pub(super) fn native_dropout_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let g = args.tensor(0)?.clone();
     let m = args.tensor(1)?.clone();
-    let mf = lx.cast(m.value, g.dtype)?;
+    let out = if g.dtype.is_float() { g.dtype } else { DType::F32 };
+    let gv = lx.cast(g.value, out)?;
+    let mf = lx.cast(m.value, out)?;
     let mf = lx.expand(mf, &g.shape)?;
-    let y = lx.b.mul(g.value, mf)?;
+    let y = lx.b.mul(gv, mf)?;
     let s = k(lx, y, args.float(2)?)?;
     Ok(vec![lx.b.mul(y, s)?])
 }
