@@ -61,9 +61,7 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                 'float64, float16, bfloat16, int64, int32, int16, in',
- ('clamp_max', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::clamp_max.Tensor_out: "clamp_cpu" not implemented for \'Bool\' (inputs: tpu '
                                    'tensor of shape [] and dtype torch.bool, tpu tensor ',
- ('clamp_min', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::clamp_min.Tensor_out: "clamp_cpu" not implemented for \'Bool\' (inputs: tpu '
                                    'tensor of shape [] and dtype torch.bool, tpu tensor ',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',

@@ -210,6 +210,33 @@ KEEP_UNARY = {
 KEEP_CASES = [(n, d) for n, (_, ds) in KEEP_UNARY.items() for d in ds]
 
 
+BOOL_CLAMPS = {
+    "clamp_min": lambda a, b: torch.clamp_min(a, b),
+    "clamp_max": lambda a, b: torch.clamp_max(a, b),
+    "clamp(min=)": lambda a, b: torch.clamp(a, min=b),
+    "clamp(max=)": lambda a, b: torch.clamp(a, max=b),
+}
+
+
+@pytest.mark.parametrize("name", list(BOOL_CLAMPS))
+def test_bool_clamp_by_one_tensor_bound(name):
+    a = torch.tensor([[True, False, True], [False, False, True]])
+    for b in (torch.tensor(False), torch.tensor([True, False, True])):
+        assert_same(*run_both(BOOL_CLAMPS[name], a, b))
+
+
+def test_bool_clamp_errors_like_cpu():
+    a = torch.tensor([True, False])
+    for f in (lambda x: torch.clamp(x, min=False), lambda x: torch.clamp_max(x, True),
+              lambda x: torch.clamp(x, min=torch.tensor(False, device=x.device), max=torch.tensor(True, device=x.device))):
+        with pytest.raises((RuntimeError, NotImplementedError)) as cpu:
+            f(a)
+        with pytest.raises((RuntimeError, NotImplementedError)) as tpu:
+            f(a.to("tpu"))
+        assert str(cpu.value) in str(tpu.value)
+    assert torch.equal(a.to("tpu").cpu(), a)  # the device still works
+
+
 SHIFTS = {"<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
           "left": torch.bitwise_left_shift, "right": torch.bitwise_right_shift}
 

@@ -4,7 +4,7 @@
 use stablehlo::{CompareDir, DType, Value};
 
 use super::{cmp, compute, float_of, is_nan, k, nan_max_min, not_for};
-use crate::args::{Arg, Args, Operand};
+use crate::args::{Arg, Args, Operand, PromoClass};
 use crate::bail;
 use crate::ctx::Lower;
 use crate::error::Result;
@@ -190,7 +190,15 @@ pub(crate) fn clamp_ops(lx: &mut Lower, x: &Operand, lo: Option<&Operand>, hi: O
     ops.extend(hi);
     let out = result_type(&ops);
     if out == DType::Bool {
-        return Err(not_for("clamp_cpu", out));
+        // The CPU clamps bools by one tensor bound only (max is or, min is and).
+        let bound = match (lo, hi) {
+            (Some(b), None) | (None, Some(b)) => b,
+            _ => return Err(not_for("clamp_cpu", out)),
+        };
+        if bound.class == PromoClass::Wrapped {
+            return Err(not_for(if lo.is_some() { "clamp_min_scalar_cpu" } else { "clamp_max_scalar_cpu" }, out));
+        }
+        return compute(lx, &ops, out, |lx, v| Ok(if lo.is_some() { lx.b.max(v[0], v[1])? } else { lx.b.min(v[0], v[1])? }));
     }
     compute(lx, &ops, out, |lx, v| {
         let mut r = v[0];
