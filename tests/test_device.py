@@ -110,6 +110,29 @@ def test_import_torch_alone_loads_the_device():
     assert out.stdout.strip() == "[2.0, 2.0]"
 
 
+IMPORT_ORDERS = {
+    # import torch alone must not import Dynamo (about 2 s); compiling later still finds our backend and interface
+    "torch, then compile": "import torch, sys\nassert 'torch._dynamo' not in sys.modules\n",
+    "Dynamo before torch_tpu_rs": "import torch._dynamo, torch_tpu_rs\n",
+    "inductor before compile": "import torch, torch._inductor.utils\n",
+}
+
+
+@pytest.mark.parametrize("order", list(IMPORT_ORDERS))
+def test_dynamo_registration_in_any_import_order(order):
+    import subprocess
+    import sys
+
+    code = IMPORT_ORDERS[order] + (
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "f = torch.compile(lambda x: x * 2 + 1, backend='tpu')\n"
+        "print(f(torch.ones(2, device='tpu')).cpu().tolist(), get_interface_for_device('tpu').__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "[3.0, 3.0] TpuRsInterface"
+
+
 def test_non_blocking_copy_to_cpu_and_pin_memory_allocator():
     """`.to("cpu", non_blocking=True)` stages through the hooks' pinned-memory
     allocator (ordinary host memory for PJRT) and gives the same values."""

@@ -39,13 +39,11 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
-from . import _dynamo_interface  # noqa: E402
+from . import _after_dynamo  # noqa: E402
 
-_dynamo_interface.register()
-
-from . import compile_backend as _compile_backend  # noqa: E402
-
-_compile_backend.register()
+# torch.compile(backend="tpu") and Dynamo's DeviceInterface, registered when
+# Dynamo is first imported (not here: it would double `import torch`'s time).
+_after_dynamo.install()
 
 if os.environ.get("TORCH_TPU_METRICS") == "1":
     import atexit

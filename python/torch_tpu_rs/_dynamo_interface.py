@@ -65,4 +65,7 @@ class TpuRsInterface(di.DeviceInterface):
 
 
 def register() -> None:
+    # Dynamo registers its built-in interfaces, its own `tpu` one among them,
+    # on first lookup; have that happen first, so it cannot replace ours.
+    di.get_registered_device_interfaces()
     di.register_interface_for_device("tpu", TpuRsInterface)

@@ -23,9 +23,13 @@ def metrics() -> dict:
     import sys
 
     backend = sys.modules.get("torch_tpu_rs.compile_backend")
-    if backend is not None:
-        m.update(backend.counts())
+    m.update(backend.counts() if backend is not None else _NOTHING_COMPILED)
     return m
+
+
+# The torch.compile keys before the backend is loaded (it loads with Dynamo).
+_NOTHING_COMPILED = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "unreplayable_graphs": {},
+                     "graph_breaks": 0, "graph_recompile_reasons": {}, "graph_recompiles": 0}
 
 
 def metrics_report() -> str:

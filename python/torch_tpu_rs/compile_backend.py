@@ -18,6 +18,9 @@ Graphs with symbolic sizes (`dynamic=True`, `mark_dynamic`, automatic
 dynamic) that run without autograd are bucketed (see `_bucketing.py`): one
 program per power-of-two size instead of one per size.
 
+The backend is registered when Dynamo is first imported (`_after_dynamo.py`),
+so `import torch` does not pay for importing Dynamo.
+
 Graph breaks are Dynamo's: the code between graphs runs in the current
 eager mode. `torch_tpu_rs.metrics()` reports `compiled_graphs` (graphs
 handed to this backend: first compiles and Dynamo recompiles),
@@ -99,12 +102,6 @@ def _inference(gm, example_inputs):
 tpu_backend = aot_autograd(
     fw_compiler=_forward, bw_compiler=_backward, inference_compiler=_inference, keep_inference_input_mutations=True
 )
-
-
-def register() -> None:
-    from torch._dynamo import register_backend
-
-    register_backend(name="tpu")(tpu_backend)
 
 
 def _recompile_reasons() -> dict:

@@ -1,0 +1,63 @@
+"""Registering with Dynamo without importing it.
+
+torch._dynamo takes about two seconds to import, and `import torch` runs this
+package through its `torch.backends` entry point, so importing Dynamo here
+would make every `import torch` that much slower, compiled or not. The `tpu`
+compile backend and Dynamo's DeviceInterface for `tpu` are registered right
+after something imports torch._dynamo (`torch.compile` does), or at once if
+it is already imported.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+_MODULE = "torch._dynamo"
+
+
+def _register() -> None:
+    # This runs inside whatever import pulled Dynamo in (torch._inductor's,
+    # say), so it imports nothing beyond Dynamo itself: the backend module
+    # (AOTAutograd, functorch) loads when the first graph is compiled.
+    from torch._dynamo import register_backend
+
+    from . import _dynamo_interface
+
+    _dynamo_interface.register()
+    register_backend(name="tpu")(_tpu_backend)
+
+
+def _tpu_backend(gm, example_inputs, **kwargs):
+    """torch.compile(backend="tpu"): compile_backend.tpu_backend, loaded on first use."""
+    from .compile_backend import tpu_backend
+
+    return tpu_backend(gm, example_inputs, **kwargs)
+
+
+class _RegisterAfterImport(importlib.abc.MetaPathFinder):
+    """Finds torch._dynamo as the path finder would, and runs `_register`
+    once the module has executed."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _MODULE:
+            return None
+        sys.meta_path.remove(self)  # one use
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            _register()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def install() -> None:
+    if _MODULE in sys.modules:
+        _register()
+    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterAfterImport())
