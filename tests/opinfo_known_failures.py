@@ -61,8 +61,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                 'float64, float16, bfloat16, int64, int32, int16, in',
-                                   'tensor of shape [] and dtype torch.bool, tpu tensor ',
-                                   'tensor of shape [] and dtype torch.bool, tpu tensor ',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',
  ('complex', '', 'float32', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex64 is not supported on the tpu device (supported: '
