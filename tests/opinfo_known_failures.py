@@ -233,8 +233,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                       'float32, float64, float16, bfloat16, int64, int32,',
  ('hash_tensor', '', 'int64', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device (supported: '
                                       'float32, float64, float16, bfloat16, int64, int32,',
- ('index_put', '', 'float32', 'grad'): 'error: NotImplementedError: aten::index.Tensor_out: indexing with a boolean mask gives a result whose shape '
-                                       "depends on the mask's values, which tpu programs can",
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('linalg.eig', '', 'float32', 'fwd'): 'not lowered: aten::linalg_eig',

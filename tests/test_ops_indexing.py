@@ -113,10 +113,54 @@ def test_advanced_index_out_of_range_and_bool():
     raises_index_error(lambda: x[:, idx(-6).to("tpu")])
     with pytest.raises(IndexError):
         x[idx(0, 1).to("tpu"), idx(0, 1, 2).to("tpu")]
-    # x[mask] has a data-dependent shape: NotImplementedError (from nonzero,
-    # which PyTorch's shape function calls, or from index itself).
-    with pytest.raises(NotImplementedError):
-        x[x > 0]
+    # A mask of the wrong shape: the CPU's IndexError and message.
+    with pytest.raises(IndexError, match=r"The shape of the mask \[5\] at index 0 does not match"):
+        x[torch.ones(5, dtype=torch.bool, device="tpu")]
+    # Two masks at once are not supported: a clear error, and the device still works.
+    with pytest.raises(NotImplementedError, match="2 boolean masks"):
+        torch.ops.aten.index.Tensor(x, [x[:, 0] > 0, x[0] > 0])
+    assert_same(x + 1, x.cpu() + 1)
+
+
+MASK_CASES = {
+    "x[m]": lambda x, m: x[m],
+    "x[m[:, :, 0]]": lambda x, m: x[m[:, :, 0]],
+    "x[:, m[0]]": lambda x, m: x[:, m[0]],
+    "x[m[:, 0, 0], 2]": lambda x, m: x[m[:, 0, 0], 2],
+    "x[idx, m[0, :, 0]]": lambda x, m: x[torch.tensor([2, 0], device=x.device).view(2, 1), m[0, :, 0]],
+    "x[none]": lambda x, m: x[m[:, 0, 0] & False],
+    "x[m] * 2 + 1": lambda x, m: x[m] * 2 + 1,
+}
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "fused"])
+@pytest.mark.parametrize("case", list(MASK_CASES))
+def test_bool_mask_getitem(case, mode):
+    # x[mask] reads the mask's count back first (a host sync, as on CUDA).
+    x = make(3, 4, 5)
+    mask = x > 0
+    previous = torch_tpu_rs.get_eager_mode()
+    torch_tpu_rs.set_eager_mode(mode)
+    try:
+        syncs = torch_tpu_rs.metrics()["host_sync_sources"]
+        got = MASK_CASES[case](x.to("tpu"), mask.to("tpu"))
+        got.cpu()
+        after = torch_tpu_rs.metrics()["host_sync_sources"]
+    finally:
+        torch_tpu_rs.set_eager_mode(previous)
+    assert_same(got, MASK_CASES[case](x, mask))
+    source = "data-dependent output size (nonzero, masked_select, x[mask])"
+    assert after.get(source, 0) > syncs.get(source, 0)
+
+
+def test_bool_mask_getitem_backward():
+    x = make(3, 4, 5)
+    mask = x > 0.5
+    xt = x.to("tpu").requires_grad_()
+    xc = x.clone().requires_grad_()
+    (xt[mask.to("tpu")] ** 2).sum().backward()
+    (xc[mask] ** 2).sum().backward()
+    assert_same(xt.grad, xc.grad)
 
 
 def test_bool_mask_getitem_with_cpu_fallback():

@@ -99,6 +99,20 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// The dtypes of each argument's tensors (none for other arguments): what
+    /// a lowering's `size_when` looks at.
+    pub fn arg_dtypes(&self) -> Vec<Vec<DType>> {
+        self.args
+            .iter()
+            .map(|a| match &a.value {
+                CallValue::Tensor(t) => vec![t.dtype],
+                CallValue::TensorList(ts) => ts.iter().flatten().map(|t| t.dtype).collect(),
+                CallValue::HostTensor { dtype, .. } => vec![*dtype],
+                _ => vec![],
+            })
+            .collect()
+    }
+
     /// The device the op runs on: that of its first device tensor, else 0.
     pub fn device(&self) -> i32 {
         for a in &self.args {

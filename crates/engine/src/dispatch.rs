@@ -111,6 +111,16 @@ pub fn not_lowered(call: &Call) -> EngineError {
     e
 }
 
+/// The size lowering to run first when this call's output shape depends on
+/// values (nonzero; index with a boolean mask), else None.
+pub fn data_dependent(call: &Call, entry: &lowering::OpEntry) -> Option<lowering::table::LowerFn> {
+    let size = entry.size?;
+    match entry.size_when {
+        Some(when) if !when(&call.arg_dtypes()) => None,
+        _ => Some(size),
+    }
+}
+
 /// Runs the call and returns one value per schema return.
 pub fn run(call: &Call) -> Result<Vec<RetValue>> {
     run_in(call, mode::current() == Mode::Fused)
@@ -137,7 +147,7 @@ fn run_in(call: &Call, fused_mode: bool) -> Result<Vec<RetValue>> {
     let slots = collect_slots(call);
     let device = call.device();
     let mut sig = signature(call, &slots, entry.static_scalars);
-    let dynamic_size = match entry.size {
+    let dynamic_size = match data_dependent(call, entry) {
         Some(size) => {
             let n = data_dependent_size(engine, call, entry, size)?;
             sig.push(n);
@@ -202,7 +212,7 @@ fn data_dependent_size(engine: &Engine, call: &Call, entry: &lowering::OpEntry, 
         .map(|a| if a.write == 2 { CallArg { value: CallValue::None, write: 0 } } else { CallArg { value: a.value.clone(), write: 0 } })
         .collect();
     let size_call = Call { op: &op, args, ret_alias: vec![-1], ret_kind: vec![crate::call::RET_NUMBER] };
-    let size_entry = lowering::OpEntry { name: entry.name, lower: size, static_scalars: entry.static_scalars, size: None };
+    let size_entry = lowering::OpEntry { name: entry.name, lower: size, static_scalars: entry.static_scalars, size: None, size_when: None };
     let slots = collect_slots(&size_call);
     let sig = signature(&size_call, &slots, size_entry.static_scalars);
     let hash = hash_key(&op, &sig);
@@ -214,7 +224,7 @@ fn data_dependent_size(engine: &Engine, call: &Call, entry: &lowering::OpEntry, 
             c
         }
     };
-    engine.metrics.host_sync("data-dependent output size (nonzero, masked_select)");
+    engine.metrics.host_sync("data-dependent output size (nonzero, masked_select, x[mask])");
     match execute(engine, &size_call, &slots, &compiled, size_call.device())?.into_iter().next() {
         Some(RetValue::Int(n)) => Ok(n),
         _ => Err(EngineError::runtime(format!("{}: the size program returned no count (internal error)", call.op))),

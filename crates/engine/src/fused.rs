@@ -126,7 +126,7 @@ pub fn forget(id: u64) {
 /// Whether an op can be recorded: it returns no host number and its output
 /// shapes do not depend on values.
 pub fn fusible(call: &Call, entry: &lowering::OpEntry) -> bool {
-    entry.size.is_none() && !call.ret_kind.contains(&crate::call::RET_NUMBER)
+    crate::dispatch::data_dependent(call, entry).is_none() && !call.ret_kind.contains(&crate::call::RET_NUMBER)
 }
 
 struct GraphSlots<'g> {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use stablehlo::Value;
+use stablehlo::{DType, Value};
 
 use crate::args::Args;
 use crate::ctx::Lower;
@@ -25,19 +25,30 @@ pub struct OpEntry {
     /// The engine runs it first, reads it back (a host sync, as CUDA
     /// does), and hands it to `lower` as `Lower::dynamic_size`.
     pub size: Option<LowerFn>,
+    /// When only some calls have a data-dependent shape (index with a
+    /// boolean mask): whether this one does, from the dtypes of each
+    /// argument's tensors. None: every call (when `size` is set).
+    pub size_when: Option<SizeWhenFn>,
 }
 
-/// A row of the table: `op!("relu", relu)` or `op!("arange", arange, static)`.
+pub type SizeWhenFn = fn(arg_dtypes: &[Vec<DType>]) -> bool;
+
+/// A row of the table: `op!("relu", relu)`, `op!("arange", arange, static)`,
+/// `op!("nonzero", nonzero, size = nonzero_count)`, or with `when = f` for a
+/// size that only some calls need.
 #[macro_export]
 macro_rules! op {
     ($name:expr, $f:expr) => {
-        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: None }
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: None, size_when: None }
     };
     ($name:expr, $f:expr, static) => {
-        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: true, size: None }
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: true, size: None, size_when: None }
     };
     ($name:expr, $f:expr, size = $s:expr) => {
-        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: Some($s) }
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: Some($s), size_when: None }
+    };
+    ($name:expr, $f:expr, size = $s:expr, when = $w:expr) => {
+        $crate::table::OpEntry { name: $name, lower: $f, static_scalars: false, size: Some($s), size_when: Some($w) }
     };
 }
 

@@ -18,13 +18,13 @@ pub const OPS: &[OpEntry] = &[
 ];
 
 /// Flat i1 mask of `v` (nonzero elements are true).
-fn flat_mask(lx: &mut Lower, v: Value) -> Result<Value> {
+pub(crate) fn flat_mask(lx: &mut Lower, v: Value) -> Result<Value> {
     let n = lx.shape(v).iter().product::<i64>();
     let flat = lx.b.reshape(v, &[n])?;
     lx.cast(flat, DType::Bool)
 }
 
-fn count(lx: &mut Lower, mask: Value) -> Result<Value> {
+pub(crate) fn count(lx: &mut Lower, mask: Value) -> Result<Value> {
     let ones = lx.cast(mask, DType::I64)?;
     Ok(lx.b.reduce_sum(ones, &[0])?)
 }
@@ -46,7 +46,7 @@ pub(crate) fn prefix_sum(lx: &mut Lower, x: Value) -> Result<Value> {
 
 /// The flat positions of the true elements of `mask` (1-D i1 of n), in
 /// order, as a 1-D i64 array of `count` entries.
-fn true_positions(lx: &mut Lower, mask: Value, count: i64) -> Result<Value> {
+pub(crate) fn true_positions(lx: &mut Lower, mask: Value, count: i64) -> Result<Value> {
     let n = lx.shape(mask)[0];
     let as_int = lx.cast(mask, DType::I64)?;
     let rank = prefix_sum(lx, as_int)?;
@@ -68,25 +68,29 @@ fn nonzero_count(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     Ok(vec![count(lx, mask)?])
 }
 
+/// Row-major flat positions (1-D i64 of `count`) as one coordinate array
+/// (1-D i64 of `count`) per dim of `shape`.
+pub(crate) fn unravel(lx: &mut Lower, flat: Value, shape: &[i64], count: i64) -> Result<Vec<Value>> {
+    let mut coords = Vec::with_capacity(shape.len());
+    let mut stride: i64 = shape.iter().product();
+    for &size in shape {
+        stride /= size.max(1);
+        let s = lx.full(DType::I64, stride as f64, &[count])?;
+        let n = lx.full(DType::I64, size as f64, &[count])?;
+        let q = lx.b.div(flat, s)?;
+        coords.push(lx.b.rem(q, n)?);
+    }
+    Ok(coords)
+}
+
 /// nonzero(self) -> [count, ndim] int64 coordinates, row-major order.
 fn nonzero(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
     let Some(count) = lx.dynamic_size else { bail!(Runtime, "{}: size not computed (internal error)", lx.op) };
     let mask = flat_mask(lx, t.value)?;
     let flat = true_positions(lx, mask, count)?;
-    let rank = t.shape.len();
-    let mut columns = Vec::with_capacity(rank);
-    let mut stride = 1i64;
-    let mut strides = vec![1i64; rank];
-    for d in (0..rank).rev() {
-        strides[d] = stride;
-        stride *= t.shape[d];
-    }
-    for d in 0..rank {
-        let s = lx.full(DType::I64, strides[d] as f64, &[count])?;
-        let size = lx.full(DType::I64, t.shape[d] as f64, &[count])?;
-        let q = lx.b.div(flat, s)?;
-        let coord = lx.b.rem(q, size)?;
+    let mut columns = Vec::with_capacity(t.shape.len());
+    for coord in unravel(lx, flat, &t.shape, count)? {
         columns.push(lx.b.reshape(coord, &[count, 1])?);
     }
     if columns.is_empty() {

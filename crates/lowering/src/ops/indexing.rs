@@ -31,7 +31,7 @@ pub const OPS: &[OpEntry] = &[
     op!("index_copy", scatter::index_copy),
     op!("index_fill", index_fill),
     op!("take", take),
-    op!("index", advanced::index),
+    op!("index", advanced::index, size = advanced::index_mask_count, when = advanced::has_mask_index),
     op!("_unsafe_index", advanced::index),
     op!("index_put", advanced::index_put),
     op!("_index_put_impl", advanced::index_put),

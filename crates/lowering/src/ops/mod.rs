@@ -7,7 +7,7 @@ mod cholesky;
 mod conv;
 mod core;
 mod coverage;
-mod dynamic;
+pub(crate) mod dynamic;
 mod elementwise;
 mod factory;
 mod foreach;

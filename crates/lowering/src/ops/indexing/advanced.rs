@@ -5,13 +5,15 @@
 //! are moved to the front, one gather/scatter takes index vectors of length
 //! m (the number of indexed dims), and the result puts B where PyTorch does:
 //! in place of the indexed dims when they are adjacent, else in front.
-//! A boolean mask as an index gives a data-dependent shape, so `index` with
-//! one raises NotImplementedError. `index_put` with a mask does not need the
+//! A boolean mask as an index gives a data-dependent shape: `index` with one
+//! reads the mask's count back first (a host sync, as on CUDA) and indexes
+//! with the mask's nonzero() columns. `index_put` with a mask does not need the
 //! count: the k-th true position takes row k of the values (a prefix sum of
 //! the mask finds k), and a check raises if the counts differ.
 use stablehlo::{CompareDir, DType, GatherDims, ScatterDims, Value};
 
 use super::{as_index, checked, take_rows};
+use crate::ops::dynamic;
 use crate::args::{Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
@@ -138,22 +140,91 @@ fn plan(lx: &mut Lower, t: &TensorArg, indices: &[Option<TensorArg>]) -> Result<
     })
 }
 
-/// index.Tensor(self, indices): x[i, :, j] with integer index tensors.
+/// Whether an index call has a boolean mask among its indices (argument 1):
+/// its result then has as many rows as the mask has true values.
+pub(super) fn has_mask_index(arg_dtypes: &[Vec<DType>]) -> bool {
+    arg_dtypes.get(1).is_some_and(|ds| ds.iter().any(|d| matches!(d, DType::Bool | DType::U8)))
+}
+
+/// The one boolean mask among `ind`: (its place in the list, the first dim
+/// of self it covers). Its shape must match self's dims there, as on the CPU.
+fn the_mask(lx: &Lower, t: &TensorArg, ind: &[Option<TensorArg>]) -> Result<(usize, usize)> {
+    let masks: Vec<usize> = (0..ind.len()).filter(|&i| ind[i].as_ref().is_some_and(is_mask)).collect();
+    if masks.len() != 1 {
+        bail!(
+            NotImplemented,
+            "{}: indexing with {} boolean masks at once is not supported on tpu; index with one mask, or with \
+             mask.nonzero() columns",
+            lx.op,
+            masks.len()
+        );
+    }
+    let i = masks[0];
+    let m = ind[i].as_ref().expect("a mask");
+    // Each earlier entry covers one dim of self (entries after a mask cover
+    // the dims after the mask's).
+    let dim = i;
+    if m.shape.is_empty() {
+        bail!(NotImplemented, "{}: a 0-dim boolean mask as an index is not supported on tpu", lx.op);
+    }
+    for (j, &n) in m.shape.iter().enumerate() {
+        if t.shape.get(dim + j) != Some(&n) {
+            bail!(
+                Index,
+                "The shape of the mask {:?} at index {} does not match the shape of the indexed tensor {:?} at index {}",
+                m.shape,
+                j,
+                t.shape,
+                dim + j
+            );
+        }
+    }
+    Ok((i, dim))
+}
+
+/// index's size lowering: how many true values its boolean mask has.
+pub(super) fn index_mask_count(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let t = args.tensor(0)?;
+    let ind = args.opt_tensors(1)?;
+    let (i, _) = the_mask(lx, t, &ind)?;
+    let mask = dynamic::flat_mask(lx, ind[i].as_ref().expect("a mask").value)?;
+    Ok(vec![dynamic::count(lx, mask)?])
+}
+
+/// `ind` with its boolean mask replaced by one int64 index of `count`
+/// positions per dim it covers (the mask's nonzero() columns), as PyTorch
+/// expands masks before indexing.
+fn mask_as_coordinates(lx: &mut Lower, t: &TensorArg, ind: Vec<Option<TensorArg>>, count: i64) -> Result<Vec<Option<TensorArg>>> {
+    let (i, _) = the_mask(lx, t, &ind)?;
+    let m = ind[i].clone().expect("a mask");
+    let coords = if count == 0 {
+        (0..m.shape.len()).map(|_| lx.full(DType::I64, 0.0, &[0])).collect::<Result<Vec<_>>>()?
+    } else {
+        let mask = dynamic::flat_mask(lx, m.value)?;
+        let flat = dynamic::true_positions(lx, mask, count)?;
+        dynamic::unravel(lx, flat, &m.shape, count)?
+    };
+    let mut out = ind[..i].to_vec();
+    out.extend(coords.into_iter().map(|value| Some(TensorArg { value, dtype: DType::I64, shape: vec![count], wrapped_number: false })));
+    out.extend(ind[i + 1..].iter().cloned());
+    Ok(out)
+}
+
+/// index.Tensor(self, indices): x[i, :, j] with integer index tensors, or
+/// with one boolean mask (x[mask]: its count was read back first, a host
+/// sync, as on CUDA).
 pub(super) fn index(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
     let ind = args.opt_tensors(1)?;
     if ind.iter().all(|i| i.is_none()) {
         return Ok(vec![t.value]);
     }
-    if ind.iter().flatten().any(is_mask) {
-        bail!(
-            NotImplemented,
-            "{}: indexing with a boolean mask gives a result whose shape depends on the mask's values, which tpu programs \
-             cannot have. Use torch.where(mask, x, other) or x.masked_fill(...) instead, or index with mask.nonzero() \
-             (which syncs with the host).",
-            lx.op
-        );
-    }
+    let ind = if ind.iter().flatten().any(is_mask) {
+        let Some(count) = lx.dynamic_size else { bail!(Runtime, "{}: mask count not computed (internal error)", lx.op) };
+        mask_as_coordinates(lx, t, ind, count)?
+    } else {
+        ind
+    };
     let p = plan(lx, t, &ind)?;
     let shape = p.result_shape();
     let Some(coords) = p.coords.filter(|_| shape.iter().product::<i64>() > 0) else {
