@@ -1,6 +1,12 @@
 // The device guard: which `tpu` device the calling thread uses. One stream
-// per device; ordering is the engine's job, so stream calls are trivial.
+// per device; ordering is the engine's job, so stream calls are trivial
+// (every stream, new ones included, is the device's one in-order queue).
+// Events: recording waits for the work queued so far, then stamps the host
+// clock, so `elapsed_time` between two events is exact wall time on the
+// device; recording is a host sync (the engine counts it).
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <chrono>
 
 #include "tpu_common.h"
 
@@ -35,8 +41,36 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const override {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d.has_index() ? d : getDevice());
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d.has_index() ? d : getDevice());
+  }
   c10::Stream exchangeStream(c10::Stream s) const override {
     return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex,
+              const c10::EventFlag) const override {
+    check_status(tpu_engine_synchronize(s.device_index()));
+    auto now = std::chrono::steady_clock::now();
+    if (*event == nullptr) *event = new std::chrono::steady_clock::time_point(now);
+    else *static_cast<std::chrono::steady_clock::time_point*>(*event) = now;
+  }
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void synchronizeEvent(void*) const override {}
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<std::chrono::steady_clock::time_point*>(event);
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start && end, "elapsed_time: both events must be recorded first");
+    auto a = *static_cast<std::chrono::steady_clock::time_point*>(start);
+    auto b = *static_cast<std::chrono::steady_clock::time_point*>(end);
+    return std::chrono::duration<double, std::milli>(b - a).count();
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(tpu_engine_device_count());

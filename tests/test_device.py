@@ -143,3 +143,43 @@ def test_non_blocking_copy_to_cpu_and_pin_memory_allocator():
     z = x.to("tpu").to("cpu", torch.float64, non_blocking=True, copy=True)
     torch.tpu.synchronize()
     assert z.dtype == torch.float64 and torch.equal(z, x.double())
+
+
+def test_streams_are_the_device_queue():
+    s = torch.tpu.current_stream()
+    assert s.device == torch.device("tpu", 0)
+    assert torch.tpu.default_stream() == s
+    other = torch.tpu.Stream()
+    assert torch.Stream(device="tpu").device == torch.device("tpu", 0)
+    x = torch.arange(6.0, device="tpu")
+    with torch.tpu.stream(other):
+        y = x * 2
+    s.wait_stream(other)
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert other.query() and s.query()
+    other.synchronize()
+
+
+def test_events_time_the_work_between_them():
+    import time
+
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    x = torch.randn(64, 64, device="tpu")
+    start.record()
+    for _ in range(5):
+        x = torch.tanh(x @ x)
+    time.sleep(0.05)
+    end.record()
+    end.synchronize()
+    assert start.query() and end.query()
+    # Recording waits for the queued work, so the host's sleep is inside.
+    assert end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
+    assert start.elapsed_time(end) >= 50.0
+    torch.tpu.current_stream().wait_event(end)
+    assert torch.isfinite(x).all().item()
+
+
+def test_memory_helpers_like_cuda():
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total
+    assert torch.tpu.max_memory_reserved() >= torch.tpu.memory_reserved() >= 0

@@ -66,6 +66,8 @@ fn main() {
         build.file(src);
         println!("cargo:rerun-if-changed={}", src.display());
     }
+    // The folder too: a new .cpp file must rebuild the glue.
+    println!("cargo:rerun-if-changed={}", csrc.display());
     println!("cargo:rerun-if-changed={}", csrc.join("engine_api.h").display());
     println!("cargo:rerun-if-changed={}", csrc.join("tpu_common.h").display());
     build.compile("torch_tpu_glue");

@@ -92,6 +92,17 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
     return (0, 0)
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 compiles on every PJRT platform (XLA CPU emulates it)."""
+    return is_available()
+
+
+def get_amp_supported_dtype() -> list:
+    """Dtypes `torch.autocast("tpu", dtype=...)` accepts (torch asks the
+    device module for this)."""
+    return [torch.bfloat16, torch.float16]
+
+
 # ---- random numbers -------------------------------------------------------
 # The default generators live in the C++ glue; random ops draw
 # (seed, offset) from them, so a seed reproduces a run exactly.
@@ -164,7 +175,29 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 
 def memory_reserved(device: Any = None) -> int:
+    """No caching allocator sits between storages and PJRT buffers, so the
+    reserved bytes are the allocated ones."""
     return memory_allocated(device)
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return max_memory_allocated(device)
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes, like torch.cuda.mem_get_info. PJRT does not report
+    device capacity on every platform; the host's memory stands in for the
+    CPU plugin (its buffers live there)."""
+    import os
+
+    if _C.platform_name().lower() != "cpu":
+        raise NotImplementedError(
+            f"torch.tpu.mem_get_info: the {get_device_name()} plugin's capacity is not queried yet; "
+            "use torch.tpu.memory_allocated() for what this process holds"
+        )
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return free, total
 
 
 def memory_stats(device: Any = None) -> dict:
@@ -186,10 +219,28 @@ def empty_cache() -> None:
     """Nothing is cached beyond live tensors; kept for torch.cuda parity."""
 
 
+# ---- streams and events ----------------------------------------------------
+# Each device has one in-order queue: every stream is that queue, so work on
+# "another" stream is ordered with the rest, as if synchronized.
+
 @contextlib.contextmanager
 def stream(s: Any = None):
     yield
 
 
-def current_stream(device: Any = None):
-    return torch.Stream(device=f"tpu:{_index(device)}")
+def current_stream(device: Any = None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
+
+
+def default_stream(device: Any = None) -> torch.Stream:
+    return current_stream(device)
+
+
+def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (mirrors torch.cuda.Stream)
+    return torch.Stream(device=f"tpu:{_index(device)}", priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    """Like torch.cuda.Event. `record()` waits for the work queued so far and
+    stamps the time, so `elapsed_time` is exact (and recording syncs)."""
+    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)

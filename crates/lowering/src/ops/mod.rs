@@ -10,6 +10,7 @@ mod coverage;
 pub(crate) mod dynamic;
 mod elementwise;
 mod factory;
+mod amp;
 mod foreach;
 mod group_norm;
 mod indexing;
@@ -50,6 +51,7 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     factory::OPS,
     random::OPS,
     foreach::OPS,
+    amp::OPS,
     dynamic::OPS,
     selection::OPS,
     coverage::OPS,

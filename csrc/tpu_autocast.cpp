@@ -1,0 +1,31 @@
+// Autocast for `tpu`: `torch.autocast("tpu", dtype=torch.bfloat16)` casts
+// the same ops the same way as on CUDA. PyTorch only registers a fallthrough
+// for AutocastPrivateUse1; a backend lists its ops itself. The op lists and
+// cast policies are PyTorch's own (ATen/autocast_mode.h), so they follow
+// whatever torch version this is built against.
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+
+namespace torch_tpu {
+namespace {
+
+using at::Tensor;
+using c10::IntArrayRef;
+using c10::Scalar;
+using c10::ScalarType;
+
+#define TPU_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define TPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define TPU_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define TPU_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  AT_FORALL_LOWER_PRECISION_FP(TPU_LOWER_PRECISION)
+  AT_FORALL_FP32(TPU_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(TPU_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(TPU_PROMOTE)
+}
+
+}  // namespace
+}  // namespace torch_tpu
