@@ -130,3 +130,26 @@ def test_bad_scale_dtype_is_a_clear_error_and_the_device_keeps_working():
             g, torch.zeros(1, device="tpu"), torch.ones(2, device="tpu")
         )
     assert (g[0] + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_autocast_inside_torch_compile_matches_cpu():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    mt = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to("tpu")
+    mt.load_state_dict(m.state_dict())
+    x = torch.randn(6, 8)
+
+    def step(mod, x, device):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            y = mod(x)
+        return y, torch.softmax(y.float(), -1)[:, 0].sum()
+
+    y, s = torch.compile(step, backend="tpu")(mt, x.to("tpu"), "tpu")
+    y_cpu, s_cpu = step(m, x, "cpu")
+    assert y.dtype == torch.bfloat16
+    assert_same(y, y_cpu)
+    s.backward()
+    s_cpu.backward()
+    assert_same(s, s_cpu, rtol=1e-2, atol=1e-2)
+    for p, pt in zip(m.parameters(), mt.parameters()):
+        assert_same(pt.grad, p.grad, rtol=2e-2, atol=2e-2)
