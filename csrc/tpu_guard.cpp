@@ -38,21 +38,16 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) t_current_device = d.index();
   }
-  c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
-  }
-  c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
-  }
-  c10::Stream getNewStream(c10::Device d, int) const override {
+  // Every stream is the device's one queue; a device without an index means
+  // the current one.
+  c10::Stream the_queue(c10::Device d) const {
     return c10::Stream(c10::Stream::DEFAULT, d.has_index() ? d : getDevice());
   }
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d.has_index() ? d : getDevice());
-  }
-  c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
-  }
+  c10::Stream getStream(c10::Device d) const override { return the_queue(d); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return the_queue(d); }
+  c10::Stream getNewStream(c10::Device d, int) const override { return the_queue(d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return the_queue(d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return the_queue(s.device()); }
   void record(void** event, const c10::Stream& s, const c10::DeviceIndex,
               const c10::EventFlag) const override {
     check_status(tpu_engine_synchronize(s.device_index()));

@@ -125,7 +125,7 @@ def test_unscale_flags_nan_and_leaves_found_inf_raised():
 
 def test_bad_scale_dtype_is_a_clear_error_and_the_device_keeps_working():
     g = [torch.ones(2, device="tpu")]
-    with pytest.raises(RuntimeError, match="inv_scale must be a 1-element float32"):
+    with pytest.raises(RuntimeError, match=r"inv_scale must be a 1-element torch.float32 tensor, got shape \[2\]"):
         torch._amp_foreach_non_finite_check_and_unscale_(
             g, torch.zeros(1, device="tpu"), torch.ones(2, device="tpu")
         )
@@ -153,3 +153,14 @@ def test_autocast_inside_torch_compile_matches_cpu():
     assert_same(s, s_cpu, rtol=1e-2, atol=1e-2)
     for p, pt in zip(m.parameters(), mt.parameters()):
         assert_same(pt.grad, p.grad, rtol=2e-2, atol=2e-2)
+
+
+def test_unscale_keeps_float64_gradients_in_float64():
+    g = torch.tensor([1 / 3, 2 / 7], dtype=torch.float64)
+    want = [g.clone()]
+    torch._amp_foreach_non_finite_check_and_unscale_(want, torch.zeros(1), torch.full((1,), 0.1))
+    got = [g.to("tpu")]
+    found = torch.zeros(1, device="tpu")
+    torch._amp_foreach_non_finite_check_and_unscale_(got, found, torch.full((1,), 0.1, device="tpu"))
+    assert found.item() == 0.0
+    torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-15, atol=0)

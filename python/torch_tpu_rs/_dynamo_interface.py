@@ -48,9 +48,7 @@ class TpuRsInterface(di.DeviceInterface):
     def get_compute_capability(device=None) -> str:
         return ""
 
-    @staticmethod
-    def is_bf16_supported(including_emulation: bool = False) -> bool:
-        return True
+    is_bf16_supported = staticmethod(tpu.is_bf16_supported)
 
     @classmethod
     def is_dtype_supported(cls, dtype: torch.dtype, including_emulation: bool = False) -> bool:

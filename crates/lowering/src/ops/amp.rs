@@ -5,7 +5,9 @@
 //! writes them back.
 use stablehlo::{CompareDir, DType, Value};
 
+use super::elementwise::wide;
 use crate::args::Args;
+use crate::dtypes::{to_torch, torch_name};
 use crate::bail;
 use crate::ctx::Lower;
 use crate::error::Result;
@@ -17,16 +19,18 @@ pub const OPS: &[OpEntry] = &[
     op!("_amp_update_scale_", update_scale),
 ];
 
-/// A one-element float tensor (scale, inv_scale, found_inf) as a rank-0 f32.
-fn one_element(lx: &mut Lower, args: &Args, i: usize, what: &str) -> Result<(Value, Vec<i64>)> {
+/// A one-element tensor of `dtype` (scale, inv_scale, found_inf, the growth
+/// tracker) as a rank-0 value, with its own shape to write it back in.
+fn one_element(lx: &mut Lower, args: &Args, i: usize, what: &str, dtype: DType) -> Result<(Value, Vec<i64>)> {
     let t = args.tensor(i)?;
-    if t.shape.iter().product::<i64>() != 1 || t.dtype != DType::F32 {
+    if t.shape.iter().product::<i64>() != 1 || t.dtype != dtype {
         bail!(
             Runtime,
-            "{}: {what} must be a 1-element float32 tensor, got shape {:?} and {}",
+            "{}: {what} must be a 1-element {} tensor, got shape {:?} and {}",
             lx.op,
+            torch_name(to_torch(dtype)),
             t.shape,
-            super::elementwise::type_name(t.dtype)
+            torch_name(to_torch(t.dtype))
         );
     }
     let (v, shape) = (t.value, t.shape.clone());
@@ -38,22 +42,24 @@ fn one_element(lx: &mut Lower, args: &Args, i: usize, what: &str) -> Result<(Val
 /// (it is only ever raised, never cleared).
 fn non_finite_check_and_unscale(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let ts = args.tensors(0)?;
-    let (found, found_shape) = one_element(lx, args, 1, "found_inf")?;
-    let (inv_scale, _) = one_element(lx, args, 2, "inv_scale")?;
+    let (found, found_shape) = one_element(lx, args, 1, "found_inf", DType::F32)?;
+    let (inv_scale, _) = one_element(lx, args, 2, "inv_scale", DType::F32)?;
     let mut out = Vec::with_capacity(ts.len() + 1);
     let mut any = found;
     for t in &ts {
         if !t.dtype.is_float() {
             bail!(Runtime, "{}: expected floating point gradients, got {}", lx.op, super::elementwise::type_name(t.dtype));
         }
-        let x = lx.cast(t.value, DType::F32)?;
+        // In the dtype's compute precision, as the CPU kernel (f64 stays f64).
+        let x = lx.cast(t.value, wide(t.dtype))?;
         let finite = lx.b.is_finite(x)?;
         let dims: Vec<i64> = (0..t.shape.len() as i64).collect();
         let all_finite = if dims.is_empty() { finite } else { lx.b.reduce_and(finite, &dims)? };
         let (no, yes) = (lx.b.constant_f64(DType::F32, 0.0), lx.b.constant_f64(DType::F32, 1.0));
         let flag = lx.b.select(all_finite, no, yes)?;
         any = lx.b.max(any, flag)?;
-        let s = lx.expand(inv_scale, &t.shape)?;
+        let s = lx.cast(inv_scale, wide(t.dtype))?;
+        let s = lx.expand(s, &t.shape)?;
         let y = lx.b.mul(x, s)?;
         out.push(lx.cast(y, t.dtype)?);
     }
@@ -67,13 +73,9 @@ fn non_finite_check_and_unscale(lx: &mut Lower, args: &Args) -> Result<Vec<Value
 /// tracker resets; otherwise the tracker counts up and, every
 /// `growth_interval` clean steps, scale *= growth (if that stays finite).
 fn update_scale(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
-    let (scale, scale_shape) = one_element(lx, args, 0, "the scale")?;
-    let tracker_arg = args.tensor(1)?.clone();
-    if tracker_arg.dtype != DType::I32 || tracker_arg.shape.iter().product::<i64>() != 1 {
-        bail!(Runtime, "{}: growth_tracker must be a 1-element int32 tensor, got shape {:?}", lx.op, tracker_arg.shape);
-    }
-    let tracker = lx.b.reshape(tracker_arg.value, &[])?;
-    let (found, _) = one_element(lx, args, 2, "found_inf")?;
+    let (scale, scale_shape) = one_element(lx, args, 0, "the scale", DType::F32)?;
+    let (tracker, tracker_shape) = one_element(lx, args, 1, "growth_tracker", DType::I32)?;
+    let (found, _) = one_element(lx, args, 2, "found_inf", DType::F32)?;
     let (growth, backoff, interval) = (args.float(3)?, args.float(4)?, args.int(5)?);
 
     let zero_f = lx.b.constant_f64(DType::F32, 0.0);
@@ -93,5 +95,5 @@ fn update_scale(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let backed_off = lx.b.mul(scale, backoff)?;
     let new_scale = lx.b.select(inf_seen, backed_off, clean_scale)?;
     let new_tracker = lx.b.select(inf_seen, zero, clean_tracker)?;
-    Ok(vec![lx.b.reshape(new_scale, &scale_shape)?, lx.b.reshape(new_tracker, &tracker_arg.shape)?])
+    Ok(vec![lx.b.reshape(new_scale, &scale_shape)?, lx.b.reshape(new_tracker, &tracker_shape)?])
 }
