@@ -106,6 +106,37 @@ def test_changed_input_layout_records_again():
     torch.testing.assert_close(g(other.to("tpu")[1:9]).cpu(), other[1:9] * 3 + 1)
 
 
+def test_cpu_scalar_math_runs_in_the_device_program(monkeypatch):
+    """AdamW-style bias corrections from a CPU step counter: the counter is
+    updated on the CPU, the math on it joins the device program (one
+    uploaded value, not one per result), and results match the CPU."""
+    from torch_tpu_rs import _replay
+
+    splits = []
+    split_cpu = _replay._split_cpu
+    monkeypatch.setattr(_replay, "_split_cpu", lambda gm: splits.append(split_cpu(gm)) or splits[-1])
+    torch._dynamo.reset()
+
+    def f(p, step):
+        step += 1
+        c1 = 1 - 0.9 ** step
+        c2 = (1 - 0.999 ** step).sqrt()
+        return p * c2 / c1
+
+    g = torch.compile(f, backend="tpu")
+    p = torch.randn(6)
+    steps = {"cpu": torch.tensor(0.0), "tpu": torch.tensor(0.0)}
+    for _ in range(4):  # recorded once, then replayed
+        want = f(p, steps["cpu"])
+        got = g(p.to("tpu"), steps["tpu"])
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=0)
+        assert steps["tpu"].device.type == "cpu" and steps["tpu"].item() == steps["cpu"].item()
+    split = next(s for s in splits if isinstance(s, _replay._Split) and s.cpu_gm is not None)
+    cpu_ops = {n.target for n in split.cpu_gm.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.pow.Scalar not in cpu_ops and torch.ops.aten.sqrt.default not in cpu_ops, cpu_ops
+    assert split.n_boundary == 1  # only the updated counter is uploaded
+
+
 def test_graph_that_cannot_replay_is_recorded_each_call():
     torch._dynamo.reset()
 

@@ -11,7 +11,8 @@ CPU work in a graph (AdamW's step counters with default arguments) does not
 belong to the program: such nodes are split into a small CPU graph that runs
 in eager PyTorch on every call, and the CPU values the device ops read are
 handed to them as 0-dim tpu tensors, which is what the glue does for CPU
-scalars anyway. A graph whose device ops feed CPU work, or that records
+scalars anyway. Pure math on those scalars (AdamW's bias corrections) is
+left in the device program, so the CPU graph keeps only the updates. A graph whose device ops feed CPU work, or that records
 something a replay cannot reproduce, is recorded on every call, as before.
 """
 from __future__ import annotations
@@ -51,6 +52,18 @@ def _written_args(n: fx.Node):
             if isinstance(a, fx.Node) and arg.alias_info is not None and arg.alias_info.is_write]
 
 
+def _pure_scalar_math(n: fx.Node) -> bool:
+    """An op on CPU 0-dim tensors that computes 0-dim tensors from them and
+    nothing else: no writes, no device or randomness of its own."""
+    if n.op != "call_function" or not n.all_input_nodes or "device" in n.kwargs or _written_args(n):
+        return False
+    if torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()):
+        return False
+    val = n.meta.get("val")
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    return all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in vals)
+
+
 def _split_cpu(gm: fx.GraphModule):
     """A _Split, or a string saying why the graph cannot be split."""
     cpu = set()
@@ -69,9 +82,17 @@ def _split_cpu(gm: fx.GraphModule):
             if not all(i in cpu for i in ins):
                 return f"{n.name} computes a CPU value from device values"
             cpu.add(n)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    # Pure scalar math on CPU values that only device ops read (AdamW's bias
+    # corrections from its step counters) joins the device program, where
+    # it fuses for free; as eager CPU ops it cost microseconds per op on
+    # every call, and each result was one more upload.
+    for n in reversed(gm.graph.nodes):
+        if n in cpu and _pure_scalar_math(n) and n.users and \
+                all(u is not output and u not in cpu for u in n.users):
+            cpu.discard(n)
     if not cpu:
         return _Split(None, gm, None, 0)
-    output = next(n for n in gm.graph.nodes if n.op == "output")
     if any(i in cpu for i in output.all_input_nodes):
         return "it returns a CPU value"
     boundary = [n for n in gm.graph.nodes if n in cpu and any(u not in cpu for u in n.users)]
