@@ -12,6 +12,7 @@
 //! - `nn/batch_norm.rs`: native_batch_norm (+ _legit variants) and its backward;
 //! - `nn/embedding.rs`: embedding_dense_backward;
 //! - `nn/dropout.rs`: native_dropout and its backward;
+//! - `nn/rnn_cells.rs`: the fused LSTM and GRU cells and their backward;
 //! - here: the table and the small helpers the files share.
 use stablehlo::{DType, Value};
 
@@ -30,6 +31,7 @@ mod layer_norm;
 mod mse;
 mod nll;
 mod norm;
+mod rnn_cells;
 mod softmax;
 
 pub(super) use norm::{moments, norm_dx, rsqrt_eps};
@@ -54,6 +56,10 @@ pub const OPS: &[OpEntry] = &[
     op!("embedding_dense_backward", embedding::embedding_dense_backward),
     op!("native_dropout", dropout::native_dropout),
     op!("native_dropout_backward", dropout::native_dropout_backward),
+    op!("_thnn_fused_lstm_cell", rnn_cells::lstm_cell),
+    op!("_thnn_fused_lstm_cell_backward_impl", rnn_cells::lstm_cell_backward),
+    op!("_thnn_fused_gru_cell", rnn_cells::gru_cell),
+    op!("_thnn_fused_gru_cell_backward", rnn_cells::gru_cell_backward),
 ];
 
 pub(super) fn float_only(lx: &Lower, d: DType) -> Result<()> {
