@@ -24,6 +24,7 @@ enum TpuStatus {
   TPU_ERR_TYPE = 4,       // TypeError (e.g. a dtype the platform lacks)
   TPU_ERR_VALUE = 5,      // ValueError
   TPU_ERR_NOT_IMPL = 6,   // NotImplementedError that the fallback must not hide
+  TPU_ERR_OUT_OF_MEMORY = 7,  // torch.OutOfMemoryError
 };
 
 // Argument kinds, one per IValue shape the glue forwards.

@@ -50,6 +50,22 @@ def test_out_of_range_index(mode):
     torch.tpu.synchronize()
 
 
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_out_of_memory_is_torch_out_of_memory_error(mode):
+    """Running out of device memory raises torch.OutOfMemoryError (what
+    scripts written for CUDA catch as torch.cuda.OutOfMemoryError), naming
+    the op, and the device keeps working."""
+    torch_tpu_rs.set_eager_mode(mode)
+    try:
+        # 400 PB: more than any address space, so allocating it always fails.
+        with pytest.raises(torch.cuda.OutOfMemoryError, match=r"(fill_|fused graph).*out of memory"):
+            x = torch.ones(10**17, device="tpu")  # noqa: F841 (kept alive: Fused Eager must materialize it)
+            torch.tpu.synchronize()
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")
+    device_still_works()
+
+
 def test_negative_index_wraps_like_cpu():
     w = torch.arange(10.0).reshape(5, 2)
     idx = torch.tensor([-1, 0])

@@ -285,9 +285,10 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
     }
     let refs: Vec<&pjrt::Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
     let target = if device == 0 { None } else { Some(engine.device(device)?) };
-    let outs = compiled.executable.execute(&refs, target).map_err(|e| {
-        EngineError::runtime(format!("{}: execution failed (inputs: {}): {}", call.op, call.describe(), e))
-    })?;
+    let outs = compiled
+        .executable
+        .execute(&refs, target)
+        .map_err(|e| EngineError::pjrt(&format!("{}: execution failed (inputs: {}): ", call.op, call.describe()), e))?;
     Metrics::inc(&engine.metrics.executions);
     let outs: Vec<Arc<pjrt::Buffer>> = outs.into_iter().map(Arc::new).collect();
     if outs.len() != program.outputs.len() {
@@ -316,7 +317,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
     }
     if debug {
         for buf in &outs {
-            buf.ready().map_err(|e| EngineError::runtime(format!("{}: execution failed: {}", call.op, e)))?;
+            buf.ready().map_err(|e| EngineError::pjrt(&format!("{}: execution failed: ", call.op), e))?;
         }
     }
     if let Some(last) = outs.last() {

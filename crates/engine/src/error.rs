@@ -34,7 +34,26 @@ impl From<lowering::LowerError> for EngineError {
 
 impl From<pjrt::Error> for EngineError {
     fn from(e: pjrt::Error) -> Self {
-        EngineError::runtime(format!("PJRT error: {}", e))
+        EngineError::pjrt("PJRT error: ", e)
+    }
+}
+
+impl EngineError {
+    /// A PJRT error after `context` (e.g. "aten::mm: execution failed: ").
+    /// The plugin running out of memory becomes `torch.OutOfMemoryError`,
+    /// which scripts written for CUDA catch, with what to do next.
+    pub fn pjrt(context: &str, e: pjrt::Error) -> Self {
+        if e.code == pjrt::code::RESOURCE_EXHAUSTED {
+            return EngineError::new(
+                ErrorKind::OutOfMemory,
+                format!(
+                    "{context}{}. The tpu device is out of memory: free tensors that are no longer \
+                     needed or use smaller batches; torch.tpu.memory_allocated() shows what tensors hold.",
+                    e.to_string().trim_end_matches('.')
+                ),
+            );
+        }
+        EngineError::runtime(format!("{context}{e}"))
     }
 }
 

@@ -476,7 +476,7 @@ pub(crate) fn execute_graph(
     let outs = compiled
         .executable
         .execute_donating(&refs, donate, Some(engine.device(device)?))
-        .map_err(|e| EngineError::runtime(format!("{what}: execution failed: {e}")))?;
+        .map_err(|e| EngineError::pjrt(&format!("{what}: execution failed: "), e))?;
     let m = &engine.metrics;
     Metrics::inc(&m.executions);
     let donated = donate.iter().filter(|&&i| inputs[i].is_deleted()).count() as u64;

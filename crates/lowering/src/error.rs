@@ -9,6 +9,8 @@ pub enum ErrorKind {
     Type,
     Value,
     NotImplemented,
+    /// The device ran out of memory: `torch.OutOfMemoryError`, as on CUDA.
+    OutOfMemory,
 }
 
 #[derive(Clone, Debug)]

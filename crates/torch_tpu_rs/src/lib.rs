@@ -93,10 +93,7 @@ fn plugin_path() -> PyResult<String> {
 #[pyfunction]
 fn synchronize(py: Python<'_>) -> PyResult<()> {
     let e = engine()?;
-    py.allow_threads(|| engine::sync::synchronize(e, "torch.tpu.synchronize()")).map_err(|err| match err.kind {
-        engine::error::ErrorKind::Index => pyo3::exceptions::PyIndexError::new_err(err.message),
-        _ => PyRuntimeError::new_err(err.message),
-    })
+    py.allow_threads(|| engine::sync::synchronize(e, "torch.tpu.synchronize()")).map_err(engine_err)
 }
 
 #[pyfunction]
@@ -159,10 +156,22 @@ unsafe fn storages<'a>(ptrs: &[usize]) -> PyResult<Vec<&'a engine::storage::Stor
         .collect()
 }
 
+/// The Python exception an engine error becomes (as the C++ glue maps them).
 fn engine_err(err: engine::EngineError) -> PyErr {
+    use engine::error::ErrorKind;
     match err.kind {
-        engine::error::ErrorKind::Index => pyo3::exceptions::PyIndexError::new_err(err.message),
-        _ => PyRuntimeError::new_err(err.message),
+        ErrorKind::Index => pyo3::exceptions::PyIndexError::new_err(err.message),
+        ErrorKind::Type => pyo3::exceptions::PyTypeError::new_err(err.message),
+        ErrorKind::Value => pyo3::exceptions::PyValueError::new_err(err.message),
+        ErrorKind::NotImplemented => pyo3::exceptions::PyNotImplementedError::new_err(err.message),
+        ErrorKind::OutOfMemory => Python::with_gil(|py| {
+            let cls = py.import("torch").and_then(|t| t.getattr("OutOfMemoryError"));
+            match cls.ok().and_then(|c| c.downcast_into::<pyo3::types::PyType>().ok()) {
+                Some(cls) => PyErr::from_type(cls, err.message),
+                None => PyRuntimeError::new_err(err.message),
+            }
+        }),
+        ErrorKind::Runtime => PyRuntimeError::new_err(err.message),
     }
 }
 
