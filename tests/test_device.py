@@ -183,3 +183,31 @@ def test_memory_helpers_like_cuda():
     free, total = torch.tpu.mem_get_info()
     assert 0 < free <= total
     assert torch.tpu.max_memory_reserved() >= torch.tpu.memory_reserved() >= 0
+
+
+def test_more_torch_cuda_helpers():
+    """The rest of torch.cuda's everyday surface exists and behaves."""
+    props = torch.tpu.get_device_properties(0)
+    assert props.name == "XLA CPU" and props.total_memory == torch.tpu.mem_get_info()[1]
+    assert torch.tpu.get_arch_list() == []
+    torch.tpu.ipc_collect()
+    assert torch.tpu.OutOfMemoryError is torch.cuda.OutOfMemoryError
+    # device_of follows a tensor's device, and leaves CPU tensors alone.
+    if torch.tpu.device_count() >= 2:
+        with torch.tpu.device_of(torch.ones(1, device="tpu:1")):
+            assert torch.tpu.current_device() == 1
+        assert torch.tpu.current_device() == 0
+    with torch.tpu.device_of(torch.ones(1)):
+        assert torch.tpu.current_device() == 0
+    # Streams: set_stream and StreamContext are no-ops on the one queue.
+    torch.tpu.set_stream(torch.tpu.current_stream())
+    with torch.tpu.StreamContext(torch.tpu.Stream()):
+        y = torch.arange(3.0, device="tpu") + 1
+    assert y.cpu().tolist() == [1.0, 2.0, 3.0]
+    # Memory: the summary reports what memory_stats() holds, in MiB.
+    x = torch.empty(3 * 2**20 // 4, device="tpu").fill_(1)  # 3 MiB
+    summary = torch.tpu.memory_summary()
+    assert "XLA CPU" in summary and "MiB" in summary
+    assert torch.tpu.memory_allocated() >= x.nbytes
+    torch.tpu.reset_max_memory_allocated()
+    assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()

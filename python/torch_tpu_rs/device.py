@@ -82,10 +82,31 @@ def get_device_name(device: Any = None) -> str:
 
 
 def get_device_properties(device: Any = None):
+    """name, platform, multi_processor_count and total_memory (bytes, as in
+    torch.cuda; 0 where the plugin does not report its capacity)."""
     from collections import namedtuple
 
-    props = namedtuple("TPUProperties", ["name", "platform", "multi_processor_count"])
-    return props(get_device_name(device), _C.platform_name(), 1)
+    props = namedtuple("TPUProperties", ["name", "platform", "multi_processor_count", "total_memory"])
+    try:
+        total = mem_get_info(device)[1]
+    except NotImplementedError:
+        total = 0
+    return props(get_device_name(device), _C.platform_name(), 1, total)
+
+
+def get_arch_list() -> list:
+    """No compute-capability targets: XLA compiles for the device at hand."""
+    return []
+
+
+@contextlib.contextmanager
+def device_of(obj: Any):
+    """Like torch.cuda.device_of: the device of a tpu tensor, else no change."""
+    if isinstance(obj, torch.Tensor) and obj.device.type == "tpu":
+        with device(obj.device):
+            yield
+    else:
+        yield
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:
@@ -184,6 +205,26 @@ def max_memory_reserved(device: Any = None) -> int:
     return max_memory_allocated(device)
 
 
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Deprecated in torch.cuda in favour of reset_peak_memory_stats."""
+    reset_peak_memory_stats(device)
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A short readable table of memory_stats(), like torch.cuda.memory_summary."""
+    def mib(n):
+        return f"{n / 2**20:,.1f} MiB"
+
+    stats = memory_stats(device)
+    return "\n".join([
+        f"torch.tpu memory summary, device {_index(device)} ({get_device_name(device)})",
+        f"  tensors (allocated): {mib(stats['allocated_bytes.all.current'])} now, "
+        f"{mib(stats['allocated_bytes.all.peak'])} peak",
+        f"  PJRT buffers (all devices): {mib(stats['device_buffer_bytes.current'])} now, "
+        f"{mib(stats['device_buffer_bytes.peak'])} peak",
+    ])
+
+
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes, like torch.cuda.mem_get_info. PJRT does not report
     device capacity on every platform; the host's memory stands in for the
@@ -219,6 +260,13 @@ def empty_cache() -> None:
     """Nothing is cached beyond live tensors; kept for torch.cuda parity."""
 
 
+def ipc_collect() -> None:
+    """No memory is shared between processes; kept for torch.cuda parity."""
+
+
+OutOfMemoryError = torch.OutOfMemoryError  # what running out of tpu memory raises
+
+
 # ---- streams and events ----------------------------------------------------
 # Each device has one in-order queue: every stream is that queue, so work on
 # "another" stream is ordered with the rest, as if synchronized.
@@ -226,6 +274,13 @@ def empty_cache() -> None:
 @contextlib.contextmanager
 def stream(s: Any = None):
     yield
+
+
+StreamContext = stream  # torch.cuda.StreamContext(s) is what torch.cuda.stream(s) returns
+
+
+def set_stream(s: Any) -> None:
+    """Every stream is the device's queue: nothing to switch."""
 
 
 def current_stream(device: Any = None) -> torch.Stream:
