@@ -116,3 +116,40 @@ def test_guard_on_captured_python_constant():
     assert f(x).cpu().tolist() == [2.0] * 3
     scale["value"] = 5.0
     assert f(x).cpu().tolist() == [5.0] * 3
+
+
+def test_default_backend_compiles_tpu_graphs_with_tpu_backend():
+    """torch.compile(model) without a backend means Inductor, which has no
+    code generator for tpu here (it maps "tpu" to Pallas, which needs JAX):
+    a script written for CUDA still runs, its tpu graphs going to the tpu
+    backend, with one warning that says so."""
+    import warnings
+
+    from torch_tpu_rs import _after_dynamo
+
+    torch._dynamo.reset()
+    _after_dynamo._told = False
+    graphs = torch_tpu_rs.metrics()["compiled_graphs"]
+    make, batch, loss_fn = mlp_case()
+    eager = train("cpu", make, batch, loss_fn, OPTS["adamw"], compiled=False, steps=3)
+
+    torch.manual_seed(0)
+    model = make().to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = (b.to("tpu") for b in batch)
+
+    @torch.compile  # no backend: Inductor by default
+    def step(x, y):
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses = [step(x, y).item() for _ in range(3)]
+    assert losses == pytest.approx(eager, rel=1e-4)
+    assert torch_tpu_rs.metrics()["compiled_graphs"] > graphs
+    told = [w for w in caught if "backend='tpu'" in str(w.message)]
+    assert len(told) == 1, [str(w.message) for w in caught]
