@@ -18,6 +18,7 @@ something a replay cannot reproduce, is recorded on every call, as before.
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 
 import torch
@@ -52,6 +53,21 @@ def _written_args(n: fx.Node):
             if isinstance(a, fx.Node) and arg.alias_info is not None and arg.alias_info.is_write]
 
 
+def _lowered(op) -> bool:
+    """Whether the device runs `op`: it has a lowering, or decomposes into ops."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return False
+    global _LOWERED
+    if _LOWERED is None:
+        _LOWERED = frozenset(_C.lowered_ops())
+    return schema.name.split("::")[-1] in _LOWERED or torch._C._dispatch_has_kernel_for_dispatch_key(
+        op.name(), "CompositeImplicitAutograd")
+
+
+_LOWERED = None
+
+
 def _pure_scalar_math(n: fx.Node) -> bool:
     """An op on CPU 0-dim tensors that computes 0-dim tensors from them and
     nothing else: no writes, no device or randomness of its own."""
@@ -59,6 +75,8 @@ def _pure_scalar_math(n: fx.Node) -> bool:
         return False
     if torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()):
         return False
+    if n.target is not operator.getitem and not _lowered(n.target):
+        return False  # it stays on the CPU, where it worked
     val = n.meta.get("val")
     vals = val if isinstance(val, (list, tuple)) else [val]
     return all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in vals)
