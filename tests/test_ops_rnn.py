@@ -43,36 +43,31 @@ RECURRENT = {
 }
 
 
+class WithState(nn.Module):
+    """Calls an LSTM or LSTMCell with its state as separate tensors (h, c),
+    so that `run` can take gradients with respect to both."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, h, c):
+        return self.inner(x, (h, c))
+
+
 @pytest.mark.parametrize("name", list(RECURRENT))
 def test_recurrent_layer_matches_cpu(name, mode):
     make, n_in, with_state = RECURRENT[name]
     g = torch.Generator().manual_seed(1)
     m = make()
-    x = torch.randn(3, 4, n_in, generator=g)  # (batch, seq) or (seq, batch): both 3 x 4
-    inputs = [x]
+    inputs = [torch.randn(3, 4, n_in, generator=g)]  # (batch, seq) or (seq, batch): both 3 x 4
     if with_state:
         layers = m.num_layers * (2 if m.bidirectional else 1)
-        h0 = torch.randn(layers, 3, m.proj_size or m.hidden_size, generator=g)
-        inputs.append((h0, torch.randn(layers, 3, m.hidden_size, generator=g)) if isinstance(m, nn.LSTM) else h0)
-    if with_state and isinstance(m, nn.LSTM):
-        def make_with_state():
-            inner = make()
-
-            class WithState(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.inner = inner
-
-                def forward(self, x, h, c):
-                    return self.inner(x, (h, c))
-
-            return WithState()
-
-        inputs = [x, inputs[1][0], inputs[1][1]]
-        cpu, tpu = run(make_with_state, inputs, "cpu"), run(make_with_state, inputs, "tpu")
-    else:
-        cpu, tpu = run(make, inputs, "cpu"), run(make, inputs, "tpu")
-    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+        inputs.append(torch.randn(layers, 3, m.proj_size or m.hidden_size, generator=g))
+        if isinstance(m, nn.LSTM):
+            inputs.append(torch.randn(layers, 3, m.hidden_size, generator=g))
+            make = (lambda inner: lambda: WithState(inner()))(make)
+    assert_same(run(make, inputs, "tpu"), run(make, inputs, "cpu"), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -82,21 +77,10 @@ def test_cells_match_cpu(cell, dtype, mode):
     x = torch.randn(4, 3, generator=g)
     h = torch.randn(4, 5, generator=g)
     if cell == "lstm":
-        c = torch.randn(4, 5, generator=g)
-
-        class Cell(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.cell = nn.LSTMCell(3, 5)
-
-            def forward(self, x, h, c):
-                return self.cell(x, (h, c))
-
-        inputs = [x, h, c]
+        make, inputs = (lambda: WithState(nn.LSTMCell(3, 5))), [x, h, torch.randn(4, 5, generator=g)]
     else:
-        Cell = lambda: nn.GRUCell(3, 5)  # noqa: E731
-        inputs = [x, h]
-    cpu, tpu = run(Cell, inputs, "cpu", dtype), run(Cell, inputs, "tpu", dtype)
+        make, inputs = (lambda: nn.GRUCell(3, 5)), [x, h]
+    cpu, tpu = run(make, inputs, "cpu", dtype), run(make, inputs, "tpu", dtype)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
     assert_same(tpu, cpu, **tol)
 
