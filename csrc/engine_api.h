@@ -122,7 +122,7 @@ typedef struct {
 // ---- implemented by the Rust engine -------------------------------------
 const char* tpu_engine_last_error(void);
 int32_t tpu_engine_device_count(void);
-void* tpu_engine_storage_new(size_t nbytes, int32_t device_index);
+int32_t tpu_engine_storage_new(size_t nbytes, int32_t device_index, void** out);
 void tpu_engine_storage_release(void* storage);
 // Makes a storage of new_nbytes holding the old one's leading bytes.
 int32_t tpu_engine_storage_resize(void* storage, size_t new_nbytes, void** out);

@@ -10,8 +10,8 @@ namespace {
 struct TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     auto device = current_device();
-    void* handle = tpu_engine_storage_new(nbytes, device);
-    if (handle == nullptr) check_status(TPU_ERR_RUNTIME);
+    void* handle = nullptr;
+    check_status(tpu_engine_storage_new(nbytes, device, &handle));
     return make_data_ptr(handle, device);
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }

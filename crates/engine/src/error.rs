@@ -62,3 +62,19 @@ impl From<stablehlo::Error> for EngineError {
         EngineError::runtime(e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_out_of_memory_becomes_out_of_memory_error() {
+        let oom = pjrt::Error::new(pjrt::code::RESOURCE_EXHAUSTED, "Out of memory allocating 40 bytes.");
+        let e = EngineError::pjrt("aten::add: execution failed: ", oom);
+        assert_eq!(e.kind, ErrorKind::OutOfMemory);
+        assert!(e.message.starts_with("aten::add: execution failed: "), "{}", e.message);
+        assert!(e.message.contains("40 bytes. The tpu device is out of memory"), "{}", e.message);
+        let other = EngineError::pjrt("x: ", pjrt::Error::new(pjrt::code::INTERNAL, "boom"));
+        assert_eq!(other.kind, ErrorKind::Runtime);
+    }
+}

@@ -168,9 +168,29 @@ pub extern "C" fn tpu_engine_device_count() -> i32 {
     catch_unwind(|| engine().map(|e| e.devices.len() as i32).unwrap_or(0)).unwrap_or(0)
 }
 
+/// A new storage of `nbytes` in `*out`. Storages get their buffer lazily, so
+/// a request the device can never hold is refused here, as CUDA refuses it
+/// at allocation, rather than at first use.
 #[no_mangle]
-pub extern "C" fn tpu_engine_storage_new(nbytes: usize, device_index: i32) -> *mut c_void {
-    Storage::new(nbytes, device_index).into_handle()
+pub unsafe extern "C" fn tpu_engine_storage_new(nbytes: usize, device_index: i32, out: *mut *mut c_void) -> i32 {
+    guarded(|| {
+        if let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity_bytes()) {
+            if nbytes as u64 > total {
+                let gib = |n: u64| n as f64 / (1u64 << 30) as f64;
+                return Err(EngineError::new(
+                    ErrorKind::OutOfMemory,
+                    format!(
+                        "tpu out of memory: tried to allocate {:.2} GiB on tpu:{device_index}, more than the \
+                         device's {:.2} GiB in total; use smaller tensors or batches",
+                        gib(nbytes as u64),
+                        gib(total)
+                    ),
+                ));
+            }
+        }
+        *out = Storage::new(nbytes, device_index).into_handle();
+        Ok(())
+    })
 }
 
 #[no_mangle]

@@ -84,4 +84,25 @@ impl Engine {
     pub fn platform_name(&self) -> String {
         self.client.platform_name()
     }
+
+    /// A device's memory in bytes, where known: the XLA CPU plugin's buffers
+    /// are host memory, so the host's physical memory. (Other plugins' limits
+    /// are not queried yet.)
+    /// Read once: every allocation asks.
+    pub fn capacity_bytes(&self) -> Option<u64> {
+        static HOST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        if !self.platform.eq_ignore_ascii_case("cpu") {
+            return None;
+        }
+        *HOST.get_or_init(|| {
+            extern "C" {
+                fn sysconf(name: i32) -> i64;
+            }
+            const SC_PAGESIZE: i32 = 30; // glibc's _SC_PAGESIZE
+            const SC_PHYS_PAGES: i32 = 85; // glibc's _SC_PHYS_PAGES
+            // SAFETY: sysconf only reads system configuration.
+            let (page, pages) = unsafe { (sysconf(SC_PAGESIZE), sysconf(SC_PHYS_PAGES)) };
+            (page > 0 && pages > 0).then(|| page as u64 * pages as u64)
+        })
+    }
 }
