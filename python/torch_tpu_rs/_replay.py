@@ -12,8 +12,9 @@ belong to the program: such nodes are split into a small CPU graph that runs
 in eager PyTorch on every call, and the CPU values the device ops read are
 handed to them as 0-dim tpu tensors, which is what the glue does for CPU
 scalars anyway. Pure math on those scalars (AdamW's bias corrections) is
-left in the device program, so the CPU graph keeps only the updates. A graph whose device ops feed CPU work, or that records
-something a replay cannot reproduce, is recorded on every call, as before.
+left in the device program, so the CPU graph keeps only the updates. A graph
+whose device ops feed CPU work, or that records something a replay cannot
+reproduce, is recorded on every call, as before.
 """
 from __future__ import annotations
 

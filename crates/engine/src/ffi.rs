@@ -174,7 +174,7 @@ pub extern "C" fn tpu_engine_device_count() -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn tpu_engine_storage_new(nbytes: usize, device_index: i32, out: *mut *mut c_void) -> i32 {
     guarded(|| {
-        if let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity_bytes()) {
+        if let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity) {
             if nbytes as u64 > total {
                 let gib = |n: u64| n as f64 / (1u64 << 30) as f64;
                 return Err(EngineError::new(

@@ -438,19 +438,29 @@ fn hardswish_backward(lx: &mut Lower, args: &Args) -> R {
 /// sigmoid_backward(grad_output, output): `g * (1 - y) * y`.
 fn sigmoid_backward(lx: &mut Lower, args: &Args) -> R {
     let (g, y, out) = grad_input(lx, args, 0, 1)?;
-    let one = k(lx, y, 1.0)?;
-    let omy = lx.b.sub(one, y)?;
-    let a = lx.b.mul(g, omy)?;
-    let r = lx.b.mul(a, y)?;
+    let r = sigmoid_grad(lx, g, y)?;
     done(lx, r, out)
 }
 
 /// tanh_backward(grad_output, output): `g * (1 - y^2)`.
 fn tanh_backward(lx: &mut Lower, args: &Args) -> R {
     let (g, y, out) = grad_input(lx, args, 0, 1)?;
+    let r = tanh_grad(lx, g, y)?;
+    done(lx, r, out)
+}
+
+/// `g * (1 - y) * y`: a gradient through a sigmoid, from its output `y`.
+pub(crate) fn sigmoid_grad(lx: &mut Lower, g: Value, y: Value) -> Result<Value> {
+    let one = k(lx, y, 1.0)?;
+    let omy = lx.b.sub(one, y)?;
+    let a = lx.b.mul(g, omy)?;
+    Ok(lx.b.mul(a, y)?)
+}
+
+/// `g * (1 - y^2)`: a gradient through tanh, from its output `y`.
+pub(crate) fn tanh_grad(lx: &mut Lower, g: Value, y: Value) -> Result<Value> {
     let one = k(lx, y, 1.0)?;
     let y2 = lx.b.mul(y, y)?;
     let d = lx.b.sub(one, y2)?;
-    let r = lx.b.mul(g, d)?;
-    done(lx, r, out)
+    Ok(lx.b.mul(g, d)?)
 }

@@ -16,15 +16,16 @@ use crate::args::{Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
 use crate::error::Result;
+use crate::ops::activation::{sigmoid_grad, tanh_grad};
 use crate::ops::reduce::acc;
 
 type R = Result<Vec<Value>>;
 
-/// Chunk `i` of `n` equal chunks of `v` (`[batch, n * hidden]`) along dim 1.
-fn chunk(lx: &mut Lower, v: Value, n: i64, i: i64) -> Result<Value> {
+/// The `n` equal chunks of `v` (`[batch, n * hidden]`) along dim 1.
+fn chunks(lx: &mut Lower, v: Value, n: i64) -> Result<Vec<Value>> {
     let shape = lx.shape(v);
     let h = shape[1] / n;
-    Ok(lx.b.slice(v, &[0, i * h], &[shape[0], (i + 1) * h], &[])?)
+    (0..n).map(|i| Ok(lx.b.slice(v, &[0, i * h], &[shape[0], (i + 1) * h], &[])?)).collect()
 }
 
 /// Tensor argument `i` in the compute dtype.
@@ -32,13 +33,18 @@ fn wide(lx: &mut Lower, t: &TensorArg) -> Result<Value> {
     lx.cast(t.value, acc(t.dtype))
 }
 
-/// `gates + bias` (broadcast over the batch) when the bias is given.
-fn with_bias(lx: &mut Lower, gates: Value, bias: Option<&TensorArg>) -> Result<Value> {
-    let Some(b) = bias else { return Ok(gates) };
-    let bv = wide(lx, b)?;
-    let shape = lx.shape(gates);
-    let bb = lx.b.broadcast_in_dim(bv, &shape, &[1])?;
-    Ok(lx.b.add(gates, bb)?)
+/// The input and hidden gates of a cell (arguments 0 and 1) in the compute
+/// dtype, each plus its bias (arguments 3 and 4) when given.
+fn biased_gates(lx: &mut Lower, args: &Args) -> Result<(Value, Value)> {
+    let mut biased = |gi: usize, bi: usize| -> Result<Value> {
+        let gates = wide(lx, args.tensor(gi)?)?;
+        let Some(b) = args.opt_tensor(bi) else { return Ok(gates) };
+        let bv = wide(lx, b)?;
+        let shape = lx.shape(gates);
+        let bb = lx.b.broadcast_in_dim(bv, &shape, &[1])?;
+        Ok(lx.b.add(gates, bb)?)
+    };
+    Ok((biased(0, 3)?, biased(1, 4)?))
 }
 
 /// Checks the cell's gate shapes: `[batch, k * hidden]` each, state `[batch, hidden]`.
@@ -57,20 +63,6 @@ fn check_shapes(lx: &Lower, gates: &[&TensorArg], state: &TensorArg, k: i64) -> 
     Ok(())
 }
 
-/// `s * (1 - s)`: the sigmoid's derivative from its output.
-fn d_sigmoid(lx: &mut Lower, s: Value) -> Result<Value> {
-    let one = k(lx, s, 1.0)?;
-    let oms = lx.b.sub(one, s)?;
-    Ok(lx.b.mul(s, oms)?)
-}
-
-/// `1 - t * t`: tanh's derivative from its output.
-fn d_tanh(lx: &mut Lower, t: Value) -> Result<Value> {
-    let one = k(lx, t, 1.0)?;
-    let t2 = lx.b.mul(t, t)?;
-    Ok(lx.b.sub(one, t2)?)
-}
-
 fn out_dtype(lx: &Lower, t: &TensorArg) -> Result<DType> {
     float_only(lx, t.dtype)?;
     Ok(t.dtype)
@@ -82,15 +74,11 @@ pub(super) fn lstm_cell(lx: &mut Lower, args: &Args) -> R {
     let (ig, hg, cx) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
     let dt = out_dtype(lx, ig)?;
     check_shapes(lx, &[ig, hg], cx, 4)?;
-    let a = wide(lx, ig)?;
-    let a = with_bias(lx, a, args.opt_tensor(3))?;
-    let h = wide(lx, hg)?;
-    let h = with_bias(lx, h, args.opt_tensor(4))?;
+    let (a, h) = biased_gates(lx, args)?;
     let gates = lx.b.add(a, h)?;
-    let mut act = Vec::with_capacity(4);
-    for i in 0..4 {
-        let g = chunk(lx, gates, 4, i)?;
-        act.push(if i == 2 { lx.b.tanh(g)? } else { lx.b.logistic(g)? });
+    let mut act = chunks(lx, gates, 4)?;
+    for (i, g) in act.iter_mut().enumerate() {
+        *g = if i == 2 { lx.b.tanh(*g)? } else { lx.b.logistic(*g)? };
     }
     let c = wide(lx, cx)?;
     let fc = lx.b.mul(act[1], c)?;
@@ -121,27 +109,22 @@ pub(super) fn lstm_cell_backward(lx: &mut Lower, args: &Args) -> R {
     let w = wide(lx, ws)?;
     let ghy = grad_or_zeros(lx, args.opt_tensor(0), cyv)?;
     let gcy = grad_or_zeros(lx, args.opt_tensor(1), cyv)?;
-    let act: Vec<Value> = (0..4).map(|i| chunk(lx, w, 4, i)).collect::<Result<_>>()?;
+    let act = chunks(lx, w, 4)?;
     let (i, f, g, o) = (act[0], act[1], act[2], act[3]);
     let tcy = lx.b.tanh(cyv)?;
     // hy = o * tanh(cy): through o, and into cy next to cy's own gradient.
     let go = lx.b.mul(ghy, tcy)?;
-    let dso = d_sigmoid(lx, o)?;
-    let go = lx.b.mul(go, dso)?;
+    let go = sigmoid_grad(lx, go, o)?;
     let ghy_o = lx.b.mul(ghy, o)?;
-    let dtc = d_tanh(lx, tcy)?;
-    let gc = lx.b.mul(ghy_o, dtc)?;
+    let gc = tanh_grad(lx, ghy_o, tcy)?;
     let gc = lx.b.add(gc, gcy)?;
     // cy = f * cx + i * g
     let gi = lx.b.mul(gc, g)?;
-    let dsi = d_sigmoid(lx, i)?;
-    let gi = lx.b.mul(gi, dsi)?;
+    let gi = sigmoid_grad(lx, gi, i)?;
     let gf = lx.b.mul(gc, c)?;
-    let dsf = d_sigmoid(lx, f)?;
-    let gf = lx.b.mul(gf, dsf)?;
+    let gf = sigmoid_grad(lx, gf, f)?;
     let gg = lx.b.mul(gc, i)?;
-    let dtg = d_tanh(lx, g)?;
-    let gg = lx.b.mul(gg, dtg)?;
+    let gg = tanh_grad(lx, gg, g)?;
     let gcx = lx.b.mul(gc, f)?;
     let grad_gates = lx.b.concatenate(&[gi, gf, gg, go], 1)?;
     let grad_bias = lx.b.reduce_sum(grad_gates, &[0])?;
@@ -154,12 +137,9 @@ pub(super) fn gru_cell(lx: &mut Lower, args: &Args) -> R {
     let (ig, hg, hx) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
     let dt = out_dtype(lx, ig)?;
     check_shapes(lx, &[ig, hg], hx, 3)?;
-    let a = wide(lx, ig)?;
-    let a = with_bias(lx, a, args.opt_tensor(3))?;
-    let h = wide(lx, hg)?;
-    let h = with_bias(lx, h, args.opt_tensor(4))?;
-    let (ar, az, an) = (chunk(lx, a, 3, 0)?, chunk(lx, a, 3, 1)?, chunk(lx, a, 3, 2)?);
-    let (hr, hz, hn) = (chunk(lx, h, 3, 0)?, chunk(lx, h, 3, 1)?, chunk(lx, h, 3, 2)?);
+    let (a, h) = biased_gates(lx, args)?;
+    let (a, h) = (chunks(lx, a, 3)?, chunks(lx, h, 3)?);
+    let ((ar, az, an), (hr, hz, hn)) = ((a[0], a[1], a[2]), (h[0], h[1], h[2]));
     let r = lx.b.add(ar, hr)?;
     let r = lx.b.logistic(r)?;
     let z = lx.b.add(az, hz)?;
@@ -185,24 +165,21 @@ pub(super) fn gru_cell_backward(lx: &mut Lower, args: &Args) -> R {
     check_shapes(lx, &[ws], ghy_t, 5)?;
     let ghy = wide(lx, ghy_t)?;
     let w = wide(lx, ws)?;
-    let p: Vec<Value> = (0..5).map(|i| chunk(lx, w, 5, i)).collect::<Result<_>>()?;
+    let p = chunks(lx, w, 5)?;
     let (r, z, n, hn, hx) = (p[0], p[1], p[2], p[3], p[4]);
     let one = k(lx, z, 1.0)?;
     // hy = n + z * (hx - n) = (1 - z) * n + z * hx
     let d = lx.b.sub(hx, n)?;
     let gz = lx.b.mul(ghy, d)?;
-    let dsz = d_sigmoid(lx, z)?;
-    let gz = lx.b.mul(gz, dsz)?;
+    let gz = sigmoid_grad(lx, gz, z)?;
     let ghx = lx.b.mul(ghy, z)?;
     let omz = lx.b.sub(one, z)?;
     let gn = lx.b.mul(ghy, omz)?;
-    let dtn = d_tanh(lx, n)?;
-    let gn = lx.b.mul(gn, dtn)?;
+    let gn = tanh_grad(lx, gn, n)?;
     // n = tanh(a_n + r * hn)
     let ghn = lx.b.mul(gn, r)?;
     let gr = lx.b.mul(gn, hn)?;
-    let dsr = d_sigmoid(lx, r)?;
-    let gr = lx.b.mul(gr, dsr)?;
+    let gr = sigmoid_grad(lx, gr, r)?;
     let g_in = lx.b.concatenate(&[gr, gz, gn], 1)?;
     let g_h = lx.b.concatenate(&[gr, gz, ghn], 1)?;
     let gb_in = lx.b.reduce_sum(g_in, &[0])?;
