@@ -13,6 +13,7 @@
 //! - `nn/embedding.rs`: embedding_dense_backward;
 //! - `nn/dropout.rs`: native_dropout and its backward;
 //! - `nn/rnn_cells.rs`: the fused LSTM and GRU cells and their backward;
+//! - `nn/weight_norm.rs`: the fused weight norm and its backward;
 //! - here: the table and the small helpers the files share.
 use stablehlo::{DType, Value};
 
@@ -33,6 +34,7 @@ mod nll;
 mod norm;
 mod rnn_cells;
 mod softmax;
+mod weight_norm;
 
 pub(super) use norm::{moments, norm_dx, rsqrt_eps};
 
@@ -60,6 +62,8 @@ pub const OPS: &[OpEntry] = &[
     op!("_thnn_fused_lstm_cell_backward_impl", rnn_cells::lstm_cell_backward),
     op!("_thnn_fused_gru_cell", rnn_cells::gru_cell),
     op!("_thnn_fused_gru_cell_backward", rnn_cells::gru_cell_backward),
+    op!("_weight_norm_interface", weight_norm::weight_norm),
+    op!("_weight_norm_interface_backward", weight_norm::weight_norm_backward),
 ];
 
 pub(super) fn float_only(lx: &Lower, d: DType) -> Result<()> {
