@@ -69,10 +69,17 @@ void ensure_storage_bytes(const at::Tensor& self) {
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
+  const std::vector<int64_t> old_sizes = self.sizes().vec(), old_strides = self.strides().vec();
   // Same size: strides stay as they are, or in-place ops on views break.
   if (self.sizes() != size) impl->set_sizes_contiguous(size);
   if (memory_format) impl->empty_tensor_restride(*memory_format);
-  ensure_storage_bytes(self);
+  try {
+    ensure_storage_bytes(self);
+  } catch (...) {
+    // Out of memory: the tensor keeps its shape, so it still matches its storage.
+    impl->set_sizes_and_strides(old_sizes, old_strides);
+    throw;
+  }
   return self;
 }
 

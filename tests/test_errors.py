@@ -58,11 +58,15 @@ def test_out_of_memory_is_torch_out_of_memory_error(mode):
     out-of-memory errors map to it too: crates/engine/src/error.rs tests.)"""
     torch_tpu_rs.set_eager_mode(mode)
     try:
+        x = torch.arange(3.0, device="tpu")
         before = torch.tpu.memory_allocated()
-        for make in (lambda: torch.empty(10**17, device="tpu"), lambda: torch.ones(10**17, device="tpu")):
+        for make in (lambda: torch.empty(10**17, device="tpu"), lambda: torch.ones(10**17, device="tpu"),
+                     lambda: x.resize_(10**17)):
             with pytest.raises(torch.cuda.OutOfMemoryError, match=r"out of memory: tried to allocate .* GiB on tpu:0"):
                 make()
         assert torch.tpu.memory_allocated() == before
+        # A failed resize_ leaves the tensor as it was.
+        assert x.shape == (3,) and x.cpu().tolist() == [0.0, 1.0, 2.0]
     finally:
         torch_tpu_rs.set_eager_mode("strict")
     device_still_works()

@@ -168,26 +168,31 @@ pub extern "C" fn tpu_engine_device_count() -> i32 {
     catch_unwind(|| engine().map(|e| e.devices.len() as i32).unwrap_or(0)).unwrap_or(0)
 }
 
-/// A new storage of `nbytes` in `*out`. Storages get their buffer lazily, so
-/// a request the device can never hold is refused here, as CUDA refuses it
-/// at allocation, rather than at first use.
+/// Refuses a storage of `nbytes` the device can never hold. Storages get
+/// their buffer lazily, so without this a request is refused only at first
+/// use; CUDA refuses it at allocation.
+fn check_capacity(nbytes: usize, device_index: i32) -> Result<()> {
+    let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity) else { return Ok(()) };
+    if nbytes as u64 <= total {
+        return Ok(());
+    }
+    let gib = |n: u64| n as f64 / (1u64 << 30) as f64;
+    Err(EngineError::new(
+        ErrorKind::OutOfMemory,
+        format!(
+            "tpu out of memory: tried to allocate {:.2} GiB on tpu:{device_index}, more than the \
+             device's {:.2} GiB in total; use smaller tensors or batches",
+            gib(nbytes as u64),
+            gib(total)
+        ),
+    ))
+}
+
+/// A new storage of `nbytes` in `*out`.
 #[no_mangle]
 pub unsafe extern "C" fn tpu_engine_storage_new(nbytes: usize, device_index: i32, out: *mut *mut c_void) -> i32 {
     guarded(|| {
-        if let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity) {
-            if nbytes as u64 > total {
-                let gib = |n: u64| n as f64 / (1u64 << 30) as f64;
-                return Err(EngineError::new(
-                    ErrorKind::OutOfMemory,
-                    format!(
-                        "tpu out of memory: tried to allocate {:.2} GiB on tpu:{device_index}, more than the \
-                         device's {:.2} GiB in total; use smaller tensors or batches",
-                        gib(nbytes as u64),
-                        gib(total)
-                    ),
-                ));
-            }
-        }
+        check_capacity(nbytes, device_index)?;
         *out = Storage::new(nbytes, device_index).into_handle();
         Ok(())
     })
@@ -202,6 +207,7 @@ pub unsafe extern "C" fn tpu_engine_storage_release(storage: *mut c_void) {
 pub unsafe extern "C" fn tpu_engine_storage_resize(storage: *mut c_void, new_nbytes: usize, out: *mut *mut c_void) -> i32 {
     guarded(|| {
         let old = Storage::from_handle(storage);
+        check_capacity(new_nbytes, old.device)?;
         let new = Storage::new(new_nbytes, old.device);
         let st = old.state();
         if st.buffer.is_some() && old.nbytes > 0 {
