@@ -123,3 +123,77 @@ def test_bucketed_graph_output_is_the_real_size_and_does_not_alias_padding():
         assert out.shape == (n,)
         assert out.is_contiguous() or out.shape[0] == n
         _close(out + 1, f(x) + 1)
+
+
+@pytest.mark.parametrize("how", ["mark_dynamic", "automatic"])
+def test_llama_training_over_changing_lengths_compiles_once_per_bucket(how):
+    """Forward, backward and AdamW at 14 sequence lengths: the forward and
+    backward graphs are bucketed (the loss's shifted slices, cross-entropy
+    over a flattened [batch, seq] and the embedding's backward are masked),
+    losses and weights match CPU eager, and each new bucket compiles only
+    its forward and backward programs."""
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=96, dim=32, n_layers=1, n_heads=2, hidden_dim=48, max_seq_len=64)
+    cpu = Llama(cfg)
+    tpu = Llama(cfg).to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(tpu.loss, backend="tpu")
+    make_opt = lambda p: torch.optim.AdamW(p, lr=1e-2)  # noqa: E731
+    batch = lambda n: (torch.randint(0, cfg.vocab_size, (2, n)),)  # noqa: E731
+    mark = 1 if how == "mark_dynamic" else None
+    opt_cpu, opt_tpu = make_opt(cpu.parameters()), make_opt(tpu.parameters())
+
+    def train(lengths):
+        for n in lengths:
+            (tokens,) = batch(n)
+            loss = cpu.loss(tokens)
+            opt_cpu.zero_grad()
+            loss.backward()
+            opt_cpu.step()
+            t = tokens.to("tpu")
+            if mark is not None:
+                torch._dynamo.mark_dynamic(t, 1)
+            got = compiled(t)
+            opt_tpu.zero_grad()
+            got.backward()
+            opt_tpu.step()
+            _close(got, loss.detach())
+
+    train([9, 13])  # a static graph, then (automatic dynamic) the symbolic one, at bucket 16
+    before, exact_before = _programs(), dict(torch_tpu_rs.metrics()["exact_shape_calls"])
+    lengths = [10, 15, 17, 20, 25, 31, 32, 33, 40, 47, 50, 60, 64, 11]
+    train(lengths)
+    programs = _programs() - before
+    assert programs <= 4, f"{programs} programs for {len(lengths)} lengths in 2 new buckets (32, 64)"
+    assert torch_tpu_rs.metrics()["exact_shape_calls"] == exact_before
+    for a, b in zip(cpu.parameters(), tpu.parameters()):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_mlp_training_with_a_changing_batch_size_is_bucketed():
+    """`dynamic=True`, SGD, batch sizes 5..40 (a last partial batch): the
+    forward and backward graphs are bucketed and match CPU eager."""
+    from torch_tpu_rs.models import MLP
+
+    torch.manual_seed(0)
+    cpu = MLP(16, 32, 4, depth=2)
+    tpu = MLP(16, 32, 4, depth=2).to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    loss_fn = lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)  # noqa: E731
+    compiled = torch.compile(lambda x, y: loss_fn(tpu, x, y), backend="tpu", dynamic=True)
+    opt_cpu, opt_tpu = torch.optim.SGD(cpu.parameters(), lr=0.1), torch.optim.SGD(tpu.parameters(), lr=0.1)
+    bucketed = torch_tpu_rs.metrics()["bucketed_graphs"]
+    for n in (5, 7, 12, 16, 23, 40, 9):
+        x, y = torch.randn(n, 16), torch.randint(0, 4, (n,))
+        loss = loss_fn(cpu, x, y)
+        opt_cpu.zero_grad()
+        loss.backward()
+        opt_cpu.step()
+        got = compiled(x.to("tpu"), y.to("tpu"))
+        opt_tpu.zero_grad()
+        got.backward()
+        opt_tpu.step()
+        _close(got, loss.detach())
+    assert torch_tpu_rs.metrics()["bucketed_graphs"] - bucketed == 2  # forward and backward
+    for a, b in zip(cpu.parameters(), tpu.parameters()):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-4, atol=1e-5)

@@ -10,15 +10,21 @@ at most ceil(log2(512)) + 1 = 10 programs.
 Padding is only correct when padded positions never flow into real ones.
 `plan()` proves that per graph, from the symbolic shapes in the FX node
 metadata, by tracking each dimension's *factors* (the sizes it was built
-from, outermost first: a flattened `[batch, seq]` is `(s0, s1)`):
+from, outermost first: a flattened `[batch, seq]` is `(s0, s1)`). A factor
+is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
+`s - 1` real positions, still a prefix):
 
 - ops that keep positions apart (pointwise, views, matmuls over static
-  dimensions, embedding, prefix slices) just carry the factors along;
+  dimensions, embedding, slices that cut a constant off a padded
+  dimension) just carry the factors along;
 - ops that combine positions along a padded dimension (sum, mean, amax,
-  softmax, log_softmax, logsumexp, argmax, and matmuls contracting it) get a
-  mask inserted before them that replaces the padding with the reduction's
-  identity (0 for sums and contractions, -inf for maxima); `mean` divides by
-  the real count, which is a runtime scalar;
+  softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
+  backward ops of softmax and embedding) get a mask inserted before them
+  that replaces the padding with the reduction's identity (0 for sums and
+  contractions, -inf for maxima); a merged dimension checks each factor's
+  own index; `mean` divides by the real count, a runtime scalar; nll_loss
+  masks padded targets to its ignore_index, so a mean divides by the real
+  count there too;
 - anything else touching a padded dimension (sort, flip, cat along it,
   negative indices, a size used as a value, ...) makes the graph
   `Unpaddable`: it then runs at its exact sizes, which is always correct but
@@ -30,6 +36,9 @@ dynamic padder, which not every PJRT backend implements; buckets are static
 shapes that every plugin compiles, and the proof above keeps them exact.
 Inputs whose sizes change are staged through host memory to be padded (a
 transfer, not a compile).
+
+Running a plan at bucket sizes (padding inputs, narrowing outputs, keeping
+a training step's saved tensors padded) is `_padded_call.py`.
 """
 from __future__ import annotations
 
@@ -54,11 +63,15 @@ class Unpaddable(Exception):
 
 @dataclass
 class Plan:
-    gm: GraphModule  # the graph with masks inserted; takes the real sizes as extra inputs
+    gm: GraphModule  # the graph with masks inserted; takes the real, then the padded sizes as extra inputs
     symbols: list  # sympy Symbols, in the order of the extra inputs
-    input_dims: list  # per original placeholder: [(dim, symbol)] of padded dims (tensors), or a symbol (SymInt)
-    output_dims: list  # per output leaf: [(dim, symbol)] to narrow, or None for non-tensors
+    # per original placeholder: [(dim, factors)] of padded dims (tensors), or a size expression (SymInt)
+    input_dims: list
+    output_dims: list  # per output leaf: [(dim, factors)] to narrow, a size expression, or None
     caps: dict = field(default_factory=dict)  # symbol -> largest allowed bucket
+    # Outputs from this index on are saved for the backward graph: they stay
+    # padded (the backward pads alike), so they need no narrowing copy.
+    saved_from: int | None = None
 
 
 def bucket(n: int, cap: int | None = None) -> int:
@@ -73,14 +86,28 @@ def _expr(d) -> sympy.Expr:
     return sympy.Integer(d) if isinstance(d, int) else d.node.expr
 
 
+def _is_atom(e) -> bool:
+    """A padded size: a symbol, or a symbol plus a constant (`s - 1` after
+    `x[:, 1:]`), whose real positions are a prefix of its padded ones."""
+    if isinstance(e, int):
+        return False
+    if e.is_Symbol:
+        return True
+    return e.is_Add and len(e.free_symbols) == 1 and all(a.is_Integer or a.is_Symbol for a in e.args)
+
+
+def _symbol(atom) -> sympy.Symbol:
+    return next(iter(atom.free_symbols))
+
+
 def _split(e: sympy.Expr) -> tuple[int, list]:
-    """An expression that is a product of integers and symbols, as
-    (integer coefficient, symbols)."""
+    """An expression that is a product of integers and atoms, as
+    (integer coefficient, atoms)."""
     coeff, syms = 1, []
-    for a in sympy.Mul.make_args(e):
+    for a in sympy.Mul.make_args(sympy.factor(e) if e.is_Add else e):
         if a.is_Integer:
             coeff *= int(a)
-        elif a.is_Symbol:
+        elif _is_atom(a):
             syms.append(a)
         elif a.is_Pow and a.base.is_Symbol and a.exp.is_Integer and a.exp > 0:
             syms += [a.base] * int(a.exp)
@@ -105,9 +132,21 @@ def _normalize(factors) -> Factors:
 def _atomic(e: sympy.Expr) -> Factors:
     if e.is_Integer:
         return _normalize((int(e),))
-    if e.is_Symbol:
+    if _is_atom(e):
         return (e,)
     raise Unpaddable(f"size {e} has no known layout")
+
+
+def _guessed(e: sympy.Expr, reverse: bool = False) -> Factors:
+    """Factors of an input size that is a product (`2*s0`, a flattened
+    [batch, seq]): the layout is not in the expression, so this guesses
+    constants outermost and symbols by name (or the reverse); `_padded_call`
+    only trusts the guess when the tensor comes from a padded graph that
+    recorded the same factors (`_origin`)."""
+    if e.is_Integer or _is_atom(e):
+        return _atomic(e)
+    coeff, atoms = _split(e)
+    return _normalize((coeff, *sorted(atoms, key=str, reverse=reverse)))
 
 
 def _regroup(struct: Struct, out_exprs) -> Struct:
@@ -147,22 +186,19 @@ def _padded(f: Factors) -> bool:
     return any(not isinstance(x, int) for x in f)
 
 
-def _prefix_symbol(f: Factors, what: str):
-    """The symbol of a dimension whose padding is one trailing block (a bare
-    symbol), so a mask `index < real size` covers it."""
-    if len(f) == 1 and not isinstance(f[0], int):
-        return f[0]
-    raise Unpaddable(f"{what} over a merged padded dimension {f}")
 
 
 # ---------------------------------------------------------------- analysis
 
 _LAYOUT = {aten.clone.default, aten._to_copy.default, aten.alias.default, aten.detach.default,
-           aten.lift_fresh_copy.default, prims.convert_element_type.default, aten.contiguous.default}
+           aten.lift_fresh_copy.default, prims.convert_element_type.default, aten.contiguous.default,
+           # values at padded positions are never read unmasked, so these may fill them too
+           aten.empty_like.default, aten.zeros_like.default, aten.ones_like.default, aten.full_like.default,
+           aten.fill.Scalar, aten.fill.Tensor, aten.zero.default}
 _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 _SIZE_ARGS = _VIEWS | {aten.expand.default, aten.slice.Tensor, aten.arange.default, aten.arange.start,
                        aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
-                       aten.sym_size.int}
+                       aten.sym_size.int, aten.slice_backward.default}
 # reduction -> (identity used to mask padding, dims argument index or None for "all")
 _REDUCE = {
     aten.sum.dim_IntList: (0, 1), aten.sum.default: (0, None),
@@ -201,8 +237,8 @@ def _flat(args):
 
 
 class _Analysis:
-    def __init__(self, gm: GraphModule):
-        self.gm = gm
+    def __init__(self, gm: GraphModule, reverse: bool = False):
+        self.gm, self.reverse = gm, reverse
         self.struct: dict[Node, object] = {}
         self.masks: list = []  # (node, arg index, dim, symbol, fill)
         self.means: list = []  # (node, [(dim, symbol or None)], input shape)
@@ -213,15 +249,13 @@ class _Analysis:
             if n.op == "placeholder":
                 v = _val(n)
                 if isinstance(v, torch.Tensor):
-                    self.struct[n] = [_atomic(e) for e in _shape(n)]
-                elif isinstance(v, torch.SymInt) and not _expr(v).is_Symbol:
-                    raise Unpaddable(f"size input {_expr(v)}")
+                    self.struct[n] = [_guessed(e, self.reverse) for e in _shape(n)]
             elif n.op == "call_function":
                 self.struct[n] = self.node(n)
             elif n.op == "output":
                 for leaf in _flat(n.args):
-                    if _is_sym_node(leaf):
-                        raise Unpaddable("a size is a graph output")
+                    if _is_sym_node(leaf) and not isinstance(_val(leaf), torch.SymInt):
+                        raise Unpaddable("a float or bool size is a graph output")
             else:
                 raise Unpaddable(f"{n.op} nodes")
 
@@ -306,15 +340,38 @@ def _squeeze(an, n, out):
 def _slice(an, n, out):
     src = list(an.s(n.args[0]))
     dim = n.args[1] % len(src) if len(n.args) > 1 else 0
-    start = n.args[2] if len(n.args) > 2 else 0
+    start = n.args[2] if len(n.args) > 2 and n.args[2] is not None else 0
     step = n.args[4] if len(n.args) > 4 else 1
     before, after = _shape(n.args[0])[dim], out[dim]
     if not _padded(src[dim]):
-        if after.is_Symbol and start == 0 and step == 1 and before.is_Integer:
-            an.caps[after] = min(an.caps.get(after, int(before)), int(before))  # prefix of a static dim
+        if _is_atom(after) and start == 0 and step == 1 and before.is_Integer:
+            # A prefix of a static dim: its bucket must fit in it.
+            sym = _symbol(after)
+            cap = int(before) - int(after - sym)
+            an.caps[sym] = min(an.caps.get(sym, cap), cap)
         src[dim] = _atomic(after)
-    elif not (start == 0 and step == 1 and after == before):
+        return src
+    # `x[:, k:]`, `x[:, :-k]`: the real positions stay a prefix, of a size
+    # shorter by a constant (the padded one is cut by as much).
+    cut = before - after
+    if not (len(src[dim]) == 1 and isinstance(start, int) and step == 1 and cut.is_Integer and 0 <= start <= int(cut)):
         raise Unpaddable("slice of a padded dimension")
+    src[dim] = _atomic(after)
+    return src
+
+
+def _slice_backward(an, n, out):
+    """slice_backward(grad, input_sizes, dim, start, end, step): zeros of the
+    input's size with grad placed at the slice, the inverse of `_slice`."""
+    src = list(an.s(n.args[0]))
+    dim, start, step = n.args[2] % len(src), n.args[3], n.args[5]
+    before, after = _shape(n.args[0])[dim], out[dim]
+    if _padded(src[dim]):
+        cut = after - before
+        if not (len(src[dim]) == 1 and isinstance(start, int) and step == 1 and cut.is_Integer
+                and 0 <= start <= int(cut) and _is_atom(after)):
+            raise Unpaddable("slice_backward of a padded dimension")
+    src[dim] = _atomic(after)
     return src
 
 
@@ -333,17 +390,34 @@ def _matmul(an, n, out):
     if sa[-1] != sb[-2]:
         raise Unpaddable("matmul operands with different layouts")
     if _padded(sa[-1]):
-        sym = _prefix_symbol(sa[-1], "matmul contraction")
         i = 1 if n.target == aten.addmm.default else 0
-        an.masks += [(n, i, len(sa) - 1, sym, 0), (n, i + 1, len(sb) - 2, sym, 0)]
+        an.masks += [(n, i, len(sa) - 1, sa[-1], 0), (n, i + 1, len(sb) - 2, sa[-1], 0)]
     res = list(sa[:-1]) + [sb[-1]]
-    if n.target == aten.addmm.default:
-        _pointwise(an, n, out)  # the bias broadcasts against the product
+    if n.target == aten.addmm.default and _is_tensor_node(n.args[0]):
+        bias, bias_shape = an.s(n.args[0]), _shape(n.args[0])
+        lead = len(res) - len(bias)
+        if any(bias_shape[i] != 1 and bias[i] != res[i + lead] for i in range(len(bias))):
+            raise Unpaddable("addmm bias and product with different layouts")
     return res
 
 
 def _embedding(an, n, out):
     return list(an.s(n.args[1])) + [an.s(n.args[0])[-1]]
+
+
+def _embedding_backward(an, n, out):
+    """embedding_dense_backward(grad, indices, num_weights, padding_idx,
+    scale_grad_by_freq) sums grad rows into weight rows: padded rows of grad
+    are zeroed so they add nothing."""
+    grad, idx = an.s(n.args[0]), an.s(n.args[1])
+    if list(grad[:len(idx)]) != list(idx):
+        raise Unpaddable("embedding_dense_backward operands with different layouts")
+    if any(_padded(f) for f in idx) and n.args[4]:
+        raise Unpaddable("embedding_dense_backward with scale_grad_by_freq over a padded dimension")
+    for d, f in enumerate(idx):
+        if _padded(f):
+            an.masks.append((n, 0, d, f, 0))
+    return [_atomic(out[0]), grad[-1]]
 
 
 def _cat(an, n, out):
@@ -381,9 +455,8 @@ def _reduce(an, n, out):
     counted = []
     for d in dims:
         if _padded(src[d]):
-            sym = _prefix_symbol(src[d], str(n.target))
-            an.masks.append((n, 0, d, sym, fill))
-            counted.append((d, sym))
+            an.masks.append((n, 0, d, src[d], fill))
+            counted.append((d, src[d]))
         else:
             counted.append((d, None))
     if n.target in (aten.mean.dim, aten.mean.default) and any(s is not None for _, s in counted):
@@ -395,6 +468,56 @@ def _reduce(an, n, out):
     if n.target in (aten.max.dim, aten.min.dim):
         return (res, res)
     return res
+
+
+def _nll_targets(an, n, target_at: int, batch_args: list) -> Struct:
+    """Padded targets become `ignore_index`, so the loss skips them and a mean
+    divides by the real count; `batch_args` (tensors indexed like the target
+    along their leading dims) are masked with zeros."""
+    st = an.s(n.args[target_at])
+    ignore = n.args[target_at + 3] if len(n.args) > target_at + 3 else n.kwargs.get("ignore_index", -100)
+    for d, f in enumerate(st):
+        if _padded(f):
+            an.masks.append((n, target_at, d, f, int(ignore)))
+            for i in batch_args:
+                if _is_tensor_node(n.args[i]) and d < len(an.s(n.args[i])):
+                    if an.s(n.args[i])[d] != f:
+                        raise Unpaddable("nll_loss operands with different layouts")
+                    an.masks.append((n, i, d, f, 0))
+    return st
+
+
+def _nll_loss(an, n, out):
+    """nll_loss_forward(self [N, C] or [C], target [N] or [], weight, reduction, ignore_index)."""
+    src = an.s(n.args[0])
+    st = _nll_targets(an, n, 1, [0])
+    if any(_padded(f) for f in src[len(st):]):
+        raise Unpaddable("nll_loss over a padded class dimension")
+    return (list(st) if n.args[3] == 0 else [], [])
+
+
+def _nll_loss_backward(an, n, out):
+    """nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)."""
+    src = an.s(n.args[1])
+    st = _nll_targets(an, n, 2, [1] + ([0] if n.args[4] == 0 else []))
+    if any(_padded(f) for f in src[len(st):]):
+        raise Unpaddable("nll_loss over a padded class dimension")
+    return list(src)
+
+
+def _softmax_backward(an, n, out):
+    """_softmax_backward_data(g, y, dim, dtype) = y * (g - sum(g * y, dim)) and
+    _log_softmax_backward_data(g, out, dim, dtype) = g - exp(out) * sum(g, dim):
+    along a padded `dim` the sums must skip padding, so g (and y) are zeroed there."""
+    g, y = an.s(n.args[0]), an.s(n.args[1])
+    if g != y:
+        raise Unpaddable(f"{n.target}: operands with different layouts")
+    dim = n.args[2] % len(g)
+    if _padded(g[dim]):
+        an.masks.append((n, 0, dim, g[dim], 0))
+        if n.target == aten._softmax_backward_data.default:
+            an.masks.append((n, 1, dim, g[dim], 0))
+    return list(g)
 
 
 def _layer_norm(an, n, out):
@@ -413,13 +536,17 @@ _HANDLERS = {
     aten.transpose.int: _transpose, aten.t.default: _transpose,
     aten.unsqueeze.default: _unsqueeze, aten.squeeze.dim: _squeeze, aten.squeeze.dims: _squeeze,
     aten.squeeze.default: _squeeze,
-    aten.slice.Tensor: _slice, aten.select.int: _select,
+    aten.slice.Tensor: _slice, aten.slice_backward.default: _slice_backward, aten.select.int: _select,
     aten.mm.default: _matmul, aten.bmm.default: _matmul, aten.addmm.default: _matmul,
-    aten.embedding.default: _embedding, aten.cat.default: _cat,
+    aten.embedding.default: _embedding, aten.embedding_dense_backward.default: _embedding_backward,
+    aten.cat.default: _cat,
     aten.split.Tensor: _split_op, aten.split_with_sizes.default: _split_op,
     aten.arange.default: _factory, aten.full.default: _factory, aten.zeros.default: _factory,
     aten.ones.default: _factory, aten.empty.memory_format: _factory,
     aten.native_layer_norm.default: _layer_norm,
+    aten._softmax_backward_data.default: _softmax_backward,
+    aten._log_softmax_backward_data.default: _softmax_backward,
+    aten.nll_loss_forward.default: _nll_loss, aten.nll_loss_backward.default: _nll_loss_backward,
     aten.where.self: _pointwise, aten.masked_fill.Scalar: _pointwise, aten.masked_fill.Tensor: _pointwise,
     **{t: _reduce for t in _REDUCE},
 }
@@ -438,59 +565,115 @@ def _fill_for(x: Node, fill):
     return info.max if fill > 0 else info.min
 
 
-def _mask(g: Graph, x: Node, like: Node, dim: int, real: Node, fill) -> Node:
-    """`where(arange(P) < real, x, fill)` along `dim`; `real` is a runtime
-    scalar. `like` is the original node of `x` (its metadata)."""
+def _size(factors, values: dict, g: Graph | None = None):
+    """The size of a dimension with these factors, where `values` maps each
+    symbol to its size: ints (evaluated here) or graph nodes (`g` then
+    builds the arithmetic into the graph)."""
+    def mul(a, b):
+        if g is None or not any(isinstance(x, Node) for x in (a, b)):
+            return a * b
+        return g.call_function(operator.mul, (a, b))
+
+    total = 1
+    for f in factors:
+        if isinstance(f, int):
+            total = mul(total, f)
+            continue
+        sym = _symbol(f)
+        v, c = values[sym], int(f - sym)
+        if c:
+            v = v + c if g is None or not isinstance(v, Node) else g.call_function(operator.add, (v, c))
+        total = mul(total, v)
+    return total
+
+
+def _mask(g: Graph, x: Node, like: Node, dim: int, factors, real: dict, padded: dict, fill) -> Node:
+    """`where(keep, x, fill)` along `dim`, where `keep` marks real positions:
+    `index < real size` for a plain padded dimension; for a merged one
+    (a flattened [batch, seq]) each padded factor's own index is checked.
+    `real` and `padded` map symbols to graph inputs (runtime scalars). `like`
+    is the original node of `x` (its metadata)."""
     rank = _val(like).dim()
     size = g.call_function(aten.sym_size.int, (x, dim))
     idx = g.call_function(aten.arange.default, (size,), {"dtype": torch.int64, "device": _val(like).device})
-    keep = g.call_function(aten.lt.Scalar, (idx, real))
+    keep, inner = None, 1
+    for f in reversed(factors):
+        if not isinstance(f, int):
+            pos = idx
+            if len(factors) > 1:
+                pos = g.call_function(aten.floor_divide.Scalar, (idx, inner)) if inner != 1 else idx
+                pos = g.call_function(aten.remainder.Scalar, (pos, _size((f,), padded, g)))
+            ok = g.call_function(aten.lt.Scalar, (pos, _size((f,), real, g)))
+            keep = ok if keep is None else g.call_function(aten.logical_and.default, (keep, ok))
+        inner = _size((f,), padded, g) if inner == 1 else g.call_function(operator.mul, (inner, _size((f,), padded, g)))
     keep = g.call_function(aten.view.default, (keep, [size if i == dim else 1 for i in range(rank)]))
     return g.call_function(aten.where.ScalarOther, (keep, x, _fill_for(like, fill)))
 
 
+def _free(factors) -> set:
+    return {_symbol(f) for f in factors if not isinstance(f, int)}
+
+
 def plan(gm: GraphModule) -> Plan:
-    """Check that `gm` can run padded and build the masked graph; raises Unpaddable."""
-    an = _Analysis(gm)
-    an.run()
+    """Check that `gm` can run padded and build the masked graph; raises
+    Unpaddable. `gm` itself is left as it is (the caller may run it exactly)."""
+    copy = Graph()
+    copy.output(copy.graph_copy(gm.graph, {}))
+    gm = GraphModule(gm, copy)
+    try:
+        an = _Analysis(gm)
+        an.run()
+    except Unpaddable:
+        # Inputs merging several sizes may be laid out the other way round.
+        an = _Analysis(gm, reverse=True)
+        an.run()
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
-    input_dims, sources = [], set()
+    input_dims, sources, derived = [], set(), set()
     for n in placeholders:
         v = _val(n)
         if isinstance(v, torch.SymInt):
             input_dims.append(_expr(v))
-            sources.add(_expr(v))
+            if _expr(v).is_Symbol:
+                sources.add(_expr(v))
+            else:
+                derived |= _expr(v).free_symbols  # evaluated at the padded sizes
         elif isinstance(v, torch.Tensor):
-            dims = [(d, _prefix_symbol(f, "input")) for d, f in enumerate(an.s(n)) if _padded(f)]
+            dims = [(d, f) for d, f in enumerate(an.s(n)) if _padded(f)]
             input_dims.append(dims)
-            sources |= {s for _, s in dims}
+            sources |= {_symbol(f) for _, fs in dims for f in fs if _is_atom(f) and len(fs) == 1}
+            derived |= {sym for _, fs in dims if len(fs) > 1 for sym in _free(fs)}
         else:
             input_dims.append(None)
-    used = {f for st in an.struct.values() if isinstance(st, list) for dim in st
-            if isinstance(dim, tuple) for f in dim if not isinstance(f, int)}
-    if used - sources:
-        raise Unpaddable(f"sizes {sorted(map(str, used - sources))} come from no input")
-    symbols = sorted(sources, key=str)
-    real: dict = {}
+    used = {sym for st in an.struct.values() if isinstance(st, list) for dim in st
+            if isinstance(dim, tuple) for sym in _free(dim)} | derived
+    merged_sources = {sym for info in input_dims if isinstance(info, list) for _, fs in info if len(fs) > 1
+                      for sym in _free(fs)}
+    if used - sources - merged_sources:
+        raise Unpaddable(f"sizes {sorted(map(str, used - sources - merged_sources))} come from no input")
+    symbols = sorted(sources | merged_sources, key=str)
+    real, padded = {}, {}
     with g.inserting_after(placeholders[-1]):
+        for sym in reversed(symbols):
+            padded[sym] = g.placeholder(f"padded_{sym}")
         for sym in reversed(symbols):
             real[sym] = g.placeholder(f"real_{sym}")
     by_arg: dict = {}
-    for n, i, dim, sym, fill in an.masks:
-        by_arg.setdefault((n, i), []).append((dim, sym, fill))
+    for n, i, dim, factors, fill in an.masks:
+        by_arg.setdefault((n, i), []).append((dim, factors, fill))
     for (n, i), dims in by_arg.items():
         with g.inserting_before(n):
             x = like = n.args[i]
-            for dim, sym, fill in dims:
-                x = _mask(g, x, like, dim, real[sym], fill)
+            for dim, factors, fill in dims:
+                x = _mask(g, x, like, dim, factors, real, padded, fill)
             n.update_arg(i, x)
     for n, counted, shape in an.means:
         x = n.args[0]
         with g.inserting_before(n):
             count = 1
-            for d, sym in counted:
-                count = g.call_function(operator.mul, (count, real[sym] if sym is not None else int(shape[d])))
+            for d, factors in counted:
+                size = _size(factors, real, g) if factors is not None else int(shape[d])
+                count = g.call_function(operator.mul, (count, size))
             keep = n.args[2] if len(n.args) > 2 else False
             total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
             mean = g.call_function(aten.div.Scalar, (total, count))
@@ -500,47 +683,15 @@ def plan(gm: GraphModule) -> Plan:
     output_dims = []
     for leaf in _flat(output.args):
         if _is_tensor_node(leaf):
-            output_dims.append([(d, _prefix_symbol(f, "output")) for d, f in enumerate(an.s(leaf)) if _padded(f)])
+            output_dims.append([(d, f) for d, f in enumerate(an.s(leaf)) if _padded(f)])
+        elif _is_sym_node(leaf):
+            if not _expr(_val(leaf)).free_symbols <= set(symbols):
+                raise Unpaddable(f"output size {_expr(_val(leaf))} comes from no input")
+            output_dims.append(_expr(_val(leaf)))  # returned at its real value
         else:
             output_dims.append(None)
     g.lint()
     return Plan(GraphModule(gm, g), symbols, input_dims, output_dims, an.caps)
-
-
-def _pad_input(t: torch.Tensor, sizes: list[int]) -> torch.Tensor:
-    """Zero-pad a device tensor to `sizes` by staging it through host memory:
-    a transfer each way and no device program, so new sizes compile nothing."""
-    host = t.detach().cpu()
-    out = host.new_zeros(sizes)
-    out[tuple(slice(0, n) for n in host.shape)] = host
-    return out.to(t.device)
-
-
-def run_padded(plan: Plan, run_graph, args: list):
-    """Run the plan's graph at bucket sizes and narrow its outputs to the real ones."""
-    real = {}
-    for info, a in zip(plan.input_dims, args):
-        if isinstance(info, sympy.Expr):
-            real[info] = int(a)
-        elif info:
-            real.update({s: a.shape[d] for d, s in info})
-    pad = {s: bucket(r, plan.caps.get(s)) for s, r in real.items()}
-    padded = []
-    for info, a in zip(plan.input_dims, args):
-        if isinstance(info, sympy.Expr):
-            a = pad[info]
-        elif info and any(a.shape[d] != pad[s] for d, s in info):
-            sizes = list(a.shape)
-            for d, s in info:
-                sizes[d] = pad[s]
-            a = _pad_input(a, sizes)
-        padded.append(a)
-    outs = run_graph(*padded, *[real[s] for s in plan.symbols])
-    flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    for k, dims in enumerate(plan.output_dims):
-        for d, s in dims or ():
-            flat[k] = flat[k].narrow(d, 0, real[s])
-    return type(outs)(flat) if isinstance(outs, (list, tuple)) else flat[0]
 
 
 def has_symbolic_shapes(gm: GraphModule) -> bool:

@@ -16,6 +16,8 @@ def metrics() -> dict:
     (Dynamo guard that failed -> count), bucketed_graphs (graphs with symbolic
     sizes run at power-of-two buckets) and exact_shape_graphs (reason ->
     count: symbolic graphs that could not be bucketed and compile per size),
+    exact_shape_calls (reason -> count: calls of a bucketed graph whose inputs
+    could not be padded, run at exact sizes),
     unreplayable_graphs (reason -> count: compiled graphs recorded on every
     call instead of replayed).
     """
@@ -28,7 +30,8 @@ def metrics() -> dict:
 
 
 # The torch.compile keys before the backend is loaded (it loads with Dynamo).
-_NOTHING_COMPILED = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "unreplayable_graphs": {},
+_NOTHING_COMPILED = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "exact_shape_calls": {},
+                     "unreplayable_graphs": {},
                      "graph_breaks": 0, "graph_recompile_reasons": {}, "graph_recompiles": 0}
 
 
@@ -58,6 +61,8 @@ def metrics_report() -> str:
         lines.append(f"    {n:>8}  recorded every call: {reason}")
     for reason, n in sorted(m.get("exact_shape_graphs", {}).items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  compiled per size: {reason}")
+    for reason, n in sorted(m.get("exact_shape_calls", {}).items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:>8}  call run at exact sizes: {reason}")
     lines.append(f"  cpu fallbacks:     {sum(m['fallbacks'].values())}")
     for op, n in sorted(m["fallbacks"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:>8}  {op}")

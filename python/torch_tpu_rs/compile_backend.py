@@ -15,8 +15,9 @@ recorded once and later calls replay its program on the new arguments
 `unreplayable_graphs` says why a graph had to be recorded every time.
 
 Graphs with symbolic sizes (`dynamic=True`, `mark_dynamic`, automatic
-dynamic) that run without autograd are bucketed (see `_bucketing.py`): one
-program per power-of-two size instead of one per size.
+dynamic) are bucketed (see `_bucketing.py`): one program per power-of-two
+size instead of one per size, for inference and for the forward and
+backward graphs of training alike.
 
 The backend is registered when Dynamo is first imported (`_after_dynamo.py`),
 so `import torch` does not pay for importing Dynamo.
@@ -35,9 +36,10 @@ import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-from . import _bucketing, _replay
+from . import _bucketing, _padded_call, _replay
 
-_counts = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "unreplayable_graphs": {}}
+_counts = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "exact_shape_calls": {},
+           "unreplayable_graphs": {}}
 _lock = threading.Lock()
 
 
@@ -70,29 +72,60 @@ def _count(key: str, reason: str | None = None):
             _counts[key][reason] = _counts[key].get(reason, 0) + 1
 
 
+def _bucketed_or_exact(gm, kind: str):
+    """Graphs with symbolic sizes run at bucket sizes when `_bucketing` can
+    prove that exact (one program per power-of-two size); others, and calls
+    whose inputs cannot be padded, run at their exact sizes."""
+    replayed = _replayed(gm, kind)
+    if not _bucketing.has_symbolic_shapes(gm):
+        return make_boxed_func(replayed)
+
+    def exact(*args):
+        # A backward graph may get the padded tensors a bucketed forward saved.
+        return replayed(*_padded_call.unpadded(list(args)))
+
+    try:
+        plan = _bucketing.plan(gm)
+    except _bucketing.Unpaddable as e:
+        _count("exact_shape_graphs", str(e))
+        return make_boxed_func(exact)
+    if kind == "forward":
+        plan.saved_from = _saved_outputs_start()
+    _count("bucketed_graphs")
+    run = _one_program(plan.gm, kind)
+
+    def call(*args):
+        try:
+            return _padded_call.run_padded(plan, run, list(args))
+        except _padded_call.NotPaddable as e:
+            _count("exact_shape_calls", str(e))
+            return exact(*args)
+
+    return make_boxed_func(call)
+
+
+def _saved_outputs_start() -> int | None:
+    """Where the tensors saved for backward start among a forward graph's
+    outputs (AOTAutograd's metadata, while it compiles the forward)."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    return getattr(meta, "num_forward", None)
+
+
 def _forward(gm, example_inputs):
     _count("compiled_graphs")
-    return make_boxed_func(_replayed(gm, "forward"))
+    return _bucketed_or_exact(gm, "forward")
 
 
 def _backward(gm, example_inputs):
     _count("compiled_graphs")
-    return make_boxed_func(_replayed(gm, "backward"))
+    return _bucketed_or_exact(gm, "backward")
 
 
 def _inference(gm, example_inputs):
-    """Graphs run without autograd: bucketed when their sizes are symbolic."""
+    """Graphs run without autograd."""
     _count("compiled_graphs")
-    if _bucketing.has_symbolic_shapes(gm):
-        try:
-            plan = _bucketing.plan(gm)
-        except _bucketing.Unpaddable as e:
-            _count("exact_shape_graphs", str(e))
-        else:
-            _count("bucketed_graphs")
-            run = _one_program(plan.gm, "inference")
-            return make_boxed_func(lambda *args: _bucketing.run_padded(plan, run, list(args)))
-    return make_boxed_func(_replayed(gm, "inference"))
+    return _bucketed_or_exact(gm, "inference")
 
 
 # keep_inference_input_mutations: an optimizer step compiled on its own updates
