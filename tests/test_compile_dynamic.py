@@ -125,19 +125,21 @@ def test_bucketed_graph_output_is_the_real_size_and_does_not_alias_padding():
         _close(out + 1, f(x) + 1)
 
 
-@pytest.mark.parametrize("how", ["mark_dynamic", "automatic"])
+@pytest.mark.parametrize("how", ["mark_dynamic", "automatic", "dynamic_true"])
 def test_llama_training_over_changing_lengths_compiles_once_per_bucket(how):
     """Forward, backward and AdamW at 14 sequence lengths: the forward and
     backward graphs are bucketed (the loss's shifted slices, cross-entropy
     over a flattened [batch, seq] and the embedding's backward are masked),
     losses and weights match CPU eager, and each new bucket compiles only
-    its forward and backward programs."""
+    its forward and backward programs. With `dynamic=True` the batch is
+    symbolic too, so the backward's inputs merge two symbols (their layout
+    comes from the forward graph's plan)."""
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=96, dim=32, n_layers=1, n_heads=2, hidden_dim=48, max_seq_len=64)
     cpu = Llama(cfg)
     tpu = Llama(cfg).to("tpu")
     tpu.load_state_dict(cpu.state_dict())
-    compiled = torch.compile(tpu.loss, backend="tpu")
+    compiled = torch.compile(tpu.loss, backend="tpu", **({"dynamic": True} if how == "dynamic_true" else {}))
     make_opt = lambda p: torch.optim.AdamW(p, lr=1e-2)  # noqa: E731
     batch = lambda n: (torch.randint(0, cfg.vocab_size, (2, n)),)  # noqa: E731
     mark = 1 if how == "mark_dynamic" else None

@@ -137,16 +137,35 @@ def _atomic(e: sympy.Expr) -> Factors:
     raise Unpaddable(f"size {e} has no known layout")
 
 
-def _guessed(e: sympy.Expr, reverse: bool = False) -> Factors:
+def _guessed(e: sympy.Expr) -> Factors:
     """Factors of an input size that is a product (`2*s0`, a flattened
-    [batch, seq]): the layout is not in the expression, so this guesses
-    constants outermost and symbols by name (or the reverse); `_padded_call`
-    only trusts the guess when the tensor comes from a padded graph that
-    recorded the same factors (`_origin`)."""
+    [batch, seq]) that no forward graph laid out (`_FORWARD_OUTPUTS`): the
+    layout is not in the expression, so this guesses constants outermost and
+    symbols by name; `_padded_call` only trusts the guess when the tensor
+    comes from a padded graph that recorded the same factors."""
     if e.is_Integer or _is_atom(e):
         return _atomic(e)
     coeff, atoms = _split(e)
-    return _normalize((coeff, *sorted(atoms, key=str, reverse=reverse)))
+    return _normalize((coeff, *sorted(atoms, key=str)))
+
+
+# The outputs of recently planned forward graphs, newest last, as
+# {node name: (sizes, factors)}. The inputs a backward graph gets from its
+# forward keep the forward's node names, and their factors (a flattened
+# [batch, heads] is (s0, 2), not (2, s0)) cannot be read from sizes alone.
+_FORWARD_OUTPUTS: list = []
+
+
+def _forward_layouts(gm: GraphModule) -> dict:
+    """{placeholder name: factors} from the newest forward graph whose
+    outputs match this graph's inputs by name and sizes."""
+    inputs = {n.name: tuple(_shape(n)) for n in gm.graph.nodes
+              if n.op == "placeholder" and isinstance(_val(n), torch.Tensor)}
+    for outs in reversed(_FORWARD_OUTPUTS):
+        shared = {k: v for k, v in outs.items() if k in inputs}
+        if shared and all(inputs[k] == sizes for k, (sizes, _) in shared.items()):
+            return {k: factors for k, (_, factors) in shared.items()}
+    return {}
 
 
 def _regroup(struct: Struct, out_exprs) -> Struct:
@@ -237,8 +256,8 @@ def _flat(args):
 
 
 class _Analysis:
-    def __init__(self, gm: GraphModule, reverse: bool = False):
-        self.gm, self.reverse = gm, reverse
+    def __init__(self, gm: GraphModule, layouts: dict):
+        self.gm, self.layouts = gm, layouts
         self.struct: dict[Node, object] = {}
         self.masks: list = []  # (node, arg index, dim, symbol, fill)
         self.means: list = []  # (node, [(dim, symbol or None)], input shape)
@@ -249,7 +268,8 @@ class _Analysis:
             if n.op == "placeholder":
                 v = _val(n)
                 if isinstance(v, torch.Tensor):
-                    self.struct[n] = [_guessed(e, self.reverse) for e in _shape(n)]
+                    known = self.layouts.get(n.name)
+                    self.struct[n] = list(known) if known is not None else [_guessed(e) for e in _shape(n)]
             elif n.op == "call_function":
                 self.struct[n] = self.node(n)
             elif n.op == "output":
@@ -464,7 +484,10 @@ def _reduce(an, n, out):
     if n.target in _KEEPS_DIMS:
         return list(src)
     keep = n.args[2] if len(n.args) > 2 and dims_at is not None else n.kwargs.get("keepdim", False)
-    res = [(() if d in dims else f) for d, f in enumerate(src)] if keep else [f for d, f in enumerate(src) if d not in dims]
+    if keep:
+        res = [(() if d in dims else f) for d, f in enumerate(src)]
+    else:
+        res = [f for d, f in enumerate(src) if d not in dims]
     if n.target in (aten.max.dim, aten.min.dim):
         return (res, res)
     return res
@@ -614,19 +637,21 @@ def _free(factors) -> set:
     return {_symbol(f) for f in factors if not isinstance(f, int)}
 
 
-def plan(gm: GraphModule) -> Plan:
+def plan(gm: GraphModule, forward: bool = False) -> Plan:
     """Check that `gm` can run padded and build the masked graph; raises
-    Unpaddable. `gm` itself is left as it is (the caller may run it exactly)."""
+    Unpaddable. `gm` itself is left as it is (the caller may run it exactly).
+    A `forward` graph of a training step lays out its outputs for the
+    backward graph's plan."""
     copy = Graph()
     copy.output(copy.graph_copy(gm.graph, {}))
     gm = GraphModule(gm, copy)
-    try:
-        an = _Analysis(gm)
-        an.run()
-    except Unpaddable:
-        # Inputs merging several sizes may be laid out the other way round.
-        an = _Analysis(gm, reverse=True)
-        an.run()
+    an = _Analysis(gm, _forward_layouts(gm))
+    an.run()
+    if forward:
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        _FORWARD_OUTPUTS.append({leaf.name: (tuple(_shape(leaf)), list(an.s(leaf))) for leaf in _flat(output.args)
+                                 if _is_tensor_node(leaf)})
+        del _FORWARD_OUTPUTS[:-16]
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     input_dims, sources, derived = [], set(), set()

@@ -85,7 +85,7 @@ def _bucketed_or_exact(gm, kind: str):
         return replayed(*_padded_call.unpadded(list(args)))
 
     try:
-        plan = _bucketing.plan(gm)
+        plan = _bucketing.plan(gm, forward=kind == "forward")
     except _bucketing.Unpaddable as e:
         _count("exact_shape_graphs", str(e))
         return make_boxed_func(exact)
