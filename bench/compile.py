@@ -4,6 +4,12 @@ For MLP and Llama-style training steps: compiled steps/s, the first step's
 time (which includes compiling), and PyTorch CPU eager steps/s measured in
 this same run, round-robin (bench/rounds.py): medians over rounds, and the
 ratio as the median of per-round ratios.
+
+llama_changing_lengths: the compiled Llama training step (`dynamic=True`)
+over many sequence lengths, one step each, as a data loader without padding
+feeds it: the programs it needed (compiled or loaded from the disk cache)
+against the number of lengths, and its total time against PyTorch CPU eager
+on the same batches.
 """
 from __future__ import annotations
 
@@ -53,10 +59,49 @@ class Training:
         return self.steps / (time.perf_counter() - t0)
 
 
+def changing_lengths(cfg, n_lengths: int) -> dict:
+    """Trains one compiled step per sequence length, lengths in 2..max_seq_len+1."""
+    torch._dynamo.reset()
+    lengths = (torch.randperm(cfg.max_seq_len, generator=torch.Generator().manual_seed(0))[:n_lengths] + 2).tolist()
+    batches = [torch.randint(0, cfg.vocab_size, (8, n)) for n in lengths]
+    seconds = {}
+    for device in ("tpu", "cpu"):
+        torch.manual_seed(0)
+        model = Llama(cfg).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step(tokens):
+            loss = model.loss(tokens)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        if device == "tpu":
+            step = torch.compile(step, backend="tpu", dynamic=True)
+            m = torch_tpu_rs.metrics()
+            programs = m["compiles"] + m["cache_hits_disk"]
+        t0 = time.perf_counter()
+        for b in batches:
+            step(b.to(device)).item()
+        seconds[device] = time.perf_counter() - t0
+        if device == "tpu":
+            m = torch_tpu_rs.metrics()
+            programs = m["compiles"] + m["cache_hits_disk"] - programs
+    return {
+        "lengths": len(lengths),
+        "programs": programs,
+        "compiled_s": round(seconds["tpu"], 2),
+        "cpu_eager_s": round(seconds["cpu"], 2),
+        "exact_shape_graphs": torch_tpu_rs.metrics()["exact_shape_graphs"],
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=10, help="training steps per timed sample")
     p.add_argument("--rounds", type=int, default=5, help="round-robin rounds of samples")
+    p.add_argument("--lengths", type=int, default=40, help="sequence lengths for llama_changing_lengths")
     args = p.parse_args()
     torch.set_num_threads(2)
     cfg = LlamaConfig(vocab_size=256, dim=128, n_layers=2, n_heads=4, hidden_dim=344, max_seq_len=128)
@@ -77,9 +122,11 @@ def main() -> None:
             "cpu_eager_steps_per_s": round(median(s["cpu"]), 2),
             "ratio_compiled_over_cpu": round(paired_ratio(s["compiled"], s["cpu"]), 3),
         }
+    result["llama_changing_lengths"] = changing_lengths(cfg, args.lengths)
     m = torch_tpu_rs.metrics()
     result["metrics"] = {
-        k: m[k] for k in ["compiles", "compiled_graphs", "graph_breaks", "cache_hits_disk", "graph_replays", "unreplayable_graphs"]
+        k: m[k] for k in ["compiles", "compiled_graphs", "graph_breaks", "cache_hits_disk", "graph_replays",
+                          "unreplayable_graphs", "bucketed_graphs"]
     }
     print(json.dumps(result, indent=2))
 
