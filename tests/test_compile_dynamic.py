@@ -199,3 +199,26 @@ def test_mlp_training_with_a_changing_batch_size_is_bucketed():
     assert torch_tpu_rs.metrics()["bucketed_graphs"] - bucketed == 2  # forward and backward
     for a, b in zip(cpu.parameters(), tpu.parameters()):
         torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_a_mean_over_a_padded_dimension_as_the_graph_output_is_narrowed(train):
+    """The graph's output is the mean itself (rewritten to sum / real count):
+    it must still come back at its real size, with gradients to match."""
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+    tpu = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.LayerNorm(16)).to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(lambda x: tpu(x).mean(1), backend="tpu", dynamic=True)
+    for n in (5, 6, 9):
+        x = torch.randn(3, n, 16)
+        with torch.set_grad_enabled(train):
+            want, got = cpu(x).mean(1), compiled(x.to("tpu"))
+        assert got.shape == want.shape == (3, 16)
+        _close(got, want.detach())
+        if train:
+            want.pow(2).sum().backward()
+            got.pow(2).sum().backward()
+            for a, b in zip(cpu.parameters(), tpu.parameters()):
+                torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
+    assert torch_tpu_rs.metrics()["bucketed_graphs"] >= 1

@@ -702,6 +702,8 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
             keep = n.args[2] if len(n.args) > 2 else False
             total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
             mean = g.call_function(aten.div.Scalar, (total, count))
+        mean.meta = dict(n.meta)  # what the output narrowing below reads
+        an.struct[mean] = an.struct[n]
         n.replace_all_uses_with(mean)
         g.erase_node(n)
     output = next(n for n in g.nodes if n.op == "output")
