@@ -68,3 +68,12 @@ def _strict_mode_and_no_fallback():
     torch_tpu_rs._C.set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK") == "1")
     yield
     torch_tpu_rs.set_eager_mode("strict")
+
+
+@pytest.fixture(params=["strict", "fused"])
+def mode(request):
+    """Runs a test in Strict and in Fused Eager (a test's own
+    `parametrize("mode", ...)` takes precedence)."""
+    torch_tpu_rs.set_eager_mode(request.param)
+    yield request.param
+    torch_tpu_rs.set_eager_mode("strict")

@@ -6,15 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import torch_tpu_rs
 from conftest import assert_same
-
-
-@pytest.fixture(params=["strict", "fused"])
-def mode(request):
-    torch_tpu_rs.set_eager_mode(request.param)
-    yield request.param
-    torch_tpu_rs.set_eager_mode("strict")
 
 
 def run(make, inputs, device, dtype=torch.float32):
