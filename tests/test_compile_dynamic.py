@@ -102,7 +102,7 @@ def test_graphs_that_cannot_be_padded_run_at_exact_sizes(name):
         "cumsum_reverse": lambda x: x.flip(1).cumsum(1),
         "interleave": lambda x: x.reshape(x.shape[0], 4, -1).sum(-1),
         "sort": lambda x: torch.sort(x, dim=1).values,
-        "size_as_value": lambda x: x * x.shape[1],
+        "size_as_value": lambda x: x.sum(1).pow(x.shape[1] % 3),
     }
     f = fns[name]
     g = torch.compile(f, backend="tpu", dynamic=True)
@@ -222,3 +222,88 @@ def test_a_mean_over_a_padded_dimension_as_the_graph_output_is_narrowed(train):
             for a, b in zip(cpu.parameters(), tpu.parameters()):
                 torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
     assert torch_tpu_rs.metrics()["bucketed_graphs"] >= 1
+
+
+class _MseHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.nn.functional.mse_loss(self.lin(x), x[..., :4] * 0.5)
+
+
+class _CausalAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(b, n, 16)
+
+
+class _TriangleScores(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        a = self.lin(x) @ x.transpose(1, 2)
+        upper = torch.triu(torch.ones_like(a), 1).bool()
+        return torch.tril(a).masked_fill(upper, float("-inf")).softmax(-1).sum(-1)
+
+
+class _MeanTimesLength(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.lin = torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.norm(self.lin(x)).mean(1) * x.shape[1]
+
+
+class _FullOfLength(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x).sum(1) / torch.full((x.shape[0], 8), x.shape[1], device=x.device)
+
+
+TRAINED = {
+    # name: (module, input shape with None for the changing size)
+    "mse_loss_mean": (_MseHead, (None, 8)),
+    "transformer_encoder_layer": (lambda: torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+                                  (2, None, 32)),
+    "causal_sdpa": (_CausalAttention, (2, None, 16)),
+    "tril_triu_masked_softmax": (_TriangleScores, (2, None, 8)),
+    "size_used_as_a_number": (_MeanTimesLength, (3, None, 8)),
+    "size_as_a_fill_value": (_FullOfLength, (3, None, 8)),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAINED))
+def test_training_graphs_with_these_ops_are_bucketed_and_match_cpu(name):
+    """Each forward and backward graph is bucketed (no exact-size graph), and
+    outputs and every gradient match CPU eager at each size."""
+    make, shape = TRAINED[name]
+    torch.manual_seed(0)
+    cpu, tpu = make(), make().to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(tpu, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()
+    for n in (5, 6, 9, 17):
+        x = torch.randn([n if d is None else d for d in shape])
+        want, got = cpu(x), compiled(x.to("tpu"))
+        _close(got, want.detach(), tol=1e-4)
+        want.float().pow(2).mean().backward()
+        got.float().pow(2).mean().backward()
+        for a, b in zip(cpu.parameters(), tpu.parameters()):
+            torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
+    after = torch_tpu_rs.metrics()
+    assert after["exact_shape_graphs"] == before["exact_shape_graphs"]
+    assert after["bucketed_graphs"] - before["bucketed_graphs"] == 2  # forward and backward

@@ -16,7 +16,8 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
 
 - ops that keep positions apart (pointwise, views, matmuls over static
   dimensions, embedding, slices that cut a constant off a padded
-  dimension) just carry the factors along;
+  dimension, tril/triu, convolutions over a padded batch) just carry the
+  factors along;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -24,9 +25,13 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   contractions, -inf for maxima); a merged dimension checks each factor's
   own index; `mean` divides by the real count, a runtime scalar; nll_loss
   masks padded targets to its ignore_index, so a mean divides by the real
-  count there too;
+  count there too, and mse_loss's mean is its sum over the real count;
+  layer_norm's and convolution's backward zero the padding before summing
+  their weight gradients over it;
+- a size used as a number (a mean's backward divides by the count, `x *
+  x.shape[1]`, a `full` of the length) is passed at its real value;
 - anything else touching a padded dimension (sort, flip, cat along it,
-  negative indices, a size used as a value, ...) makes the graph
+  negative indices, a size in other than arithmetic, ...) makes the graph
   `Unpaddable`: it then runs at its exact sizes, which is always correct but
   compiles once per size.
 
@@ -217,7 +222,7 @@ _LAYOUT = {aten.clone.default, aten._to_copy.default, aten.alias.default, aten.d
 _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 _SIZE_ARGS = _VIEWS | {aten.expand.default, aten.slice.Tensor, aten.arange.default, aten.arange.start,
                        aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
-                       aten.sym_size.int, aten.slice_backward.default}
+                       aten.sym_size.int, aten.slice_backward.default, aten.select_backward.default}
 # reduction -> (identity used to mask padding, dims argument index or None for "all")
 _REDUCE = {
     aten.sum.dim_IntList: (0, 1), aten.sum.default: (0, None),
@@ -225,10 +230,11 @@ _REDUCE = {
     aten.amax.default: (-math.inf, 1), aten.amin.default: (math.inf, 1),
     aten.logsumexp.default: (-math.inf, 1),
     aten._softmax.default: (-math.inf, 1), aten._log_softmax.default: (-math.inf, 1),
+    aten._safe_softmax.default: (-math.inf, 1),
     aten.max.dim: (-math.inf, 1), aten.min.dim: (math.inf, 1),
     aten.argmax.default: (-math.inf, 1), aten.argmin.default: (math.inf, 1),
 }
-_KEEPS_DIMS = {aten._softmax.default, aten._log_softmax.default}
+_KEEPS_DIMS = {aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default}
 
 
 def _val(n):
@@ -262,6 +268,7 @@ class _Analysis:
         self.masks: list = []  # (node, arg index, dim, symbol, fill)
         self.means: list = []  # (node, [(dim, symbol or None)], input shape)
         self.caps: dict = {}
+        self.real_values: list = []  # (node, arg index, size expression) to pass at its real value
 
     def run(self):
         for n in self.gm.graph.nodes:
@@ -290,7 +297,15 @@ class _Analysis:
         if isinstance(_val(n), (torch.SymInt, int)) and not tensors or t is aten.sym_size.int:
             return None  # size arithmetic: evaluated at the padded sizes, which is what views need
         if any(_is_sym_node(a) for a in _flat(n.args)) and t not in _SIZE_ARGS:
-            raise Unpaddable(f"{t} uses a size as a value")
+            if not (isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags):
+                raise Unpaddable(f"{t} uses a size as a value")
+            # A size as a number (a mean's backward divides by the count):
+            # the program must see the real size, not the padded one.
+            for i, a in enumerate(n.args):
+                if _is_sym_node(a):
+                    self.real_values.append((n, i, _expr(_val(a))))
+        if t is aten.full.default and _is_sym_node(n.args[1]):
+            self.real_values.append((n, 1, _expr(_val(n.args[1]))))  # the fill value is a number
         if not isinstance(_val(n), (torch.Tensor, tuple, list)):
             raise Unpaddable(f"{t} returns {type(_val(n)).__name__}")
         padded_in = any(_padded(f) for a in tensors for f in self.s(a))
@@ -543,6 +558,96 @@ def _softmax_backward(an, n, out):
     return list(g)
 
 
+# Losses whose mean reduction divides by the element count: reduction arg index.
+_MEAN_LOSSES = {aten.mse_loss.default: 2, aten.mse_loss_backward.default: 3}
+
+
+def _mean_loss(an, n, out):
+    """mse_loss(self, target, reduction) and its backward: padding is zeroed
+    in self and target (a difference of 0); a mean becomes the sum over the
+    real count, as for `mean`."""
+    at = _MEAN_LOSSES[n.target]
+    x = 1 if n.target == aten.mse_loss_backward.default else 0
+    src = an.s(n.args[x])
+    if an.s(n.args[x + 1]) != src:
+        raise Unpaddable(f"{n.target}: operands with different layouts")
+    counted = []
+    for d, f in enumerate(src):
+        if _padded(f):
+            an.masks += [(n, x, d, f, 0), (n, x + 1, d, f, 0)]
+        counted.append((d, f if _padded(f) else None))
+    reduction = n.args[at] if len(n.args) > at else 1
+    if reduction == 1 and any(f is not None for _, f in counted):
+        an.means.append((n, counted, _shape(n.args[x])))
+    if n.target == aten.mse_loss_backward.default or reduction == 0:
+        return list(src)
+    return []
+
+
+def _select_backward(an, n, out):
+    """select_backward(grad, input_sizes, dim, index): zeros with grad placed
+    at `index` along `dim`, which must not be padded (as for `select`)."""
+    dim = n.args[2] % len(out)
+    if _padded(_atomic_or_none(out[dim])):
+        raise Unpaddable("select_backward on a padded dimension")
+    src = list(an.s(n.args[0]))
+    src.insert(dim, _atomic(out[dim]))
+    return src
+
+
+def _atomic_or_none(e):
+    try:
+        return _atomic(e)
+    except Unpaddable:
+        return (e,)
+
+
+def _layer_norm_backward(an, n, out):
+    """native_layer_norm_backward(grad_out, input, normalized_shape, mean,
+    rstd, weight, bias, output_mask): grad_weight and grad_bias sum over the
+    leading dims, so where those are padded every operand is zeroed (zeros,
+    not just a zero grad_out, so stray infinities in padding cannot make NaN)."""
+    src = an.s(n.args[1])
+    k = len(n.args[2])
+    if any(_padded(f) for f in src[len(src) - k:]):
+        raise Unpaddable("layer_norm over a padded dimension")
+    for d, f in enumerate(src[: len(src) - k]):
+        if _padded(f):
+            for i in (0, 1, 3, 4):
+                an.masks.append((n, i, d, f, 0))
+    params = [[_atomic(e) for e in _shape(n.args[5])]] if _is_tensor_node(n.args[5]) else [[]]
+    return (list(src), params[0], params[0])
+
+
+def _triangle(an, n, out):
+    """tril / triu compare row and column positions, which padding at the
+    end of each dimension keeps, unless a dimension merges sizes."""
+    src = an.s(n.args[0])
+    if any(len(f) > 1 and _padded(f) for f in src[-2:]):
+        raise Unpaddable(f"{n.target} over a merged padded dimension")
+    return list(src)
+
+
+def _convolution(an, n, out):
+    """A padded batch keeps its samples apart; padded spatial dims do not."""
+    src = an.s(n.args[0])
+    if any(_padded(f) for f in src[1:]) or any(_padded(f) for f in an.s(n.args[1])):
+        raise Unpaddable("convolution over a padded channel or spatial dimension")
+    return [src[0]] + [_atomic(e) for e in out[1:]]
+
+
+def _convolution_backward(an, n, out):
+    """grad_weight and grad_bias sum over the batch: zero its padding."""
+    src = an.s(n.args[1])
+    if an.s(n.args[0])[0] != src[0] or any(_padded(f) for f in src[1:]):
+        raise Unpaddable("convolution_backward over a padded channel or spatial dimension")
+    if _padded(src[0]):
+        an.masks += [(n, 0, 0, src[0], 0), (n, 1, 0, src[0], 0)]
+    shapes = [_shape(n.args[1]), _shape(n.args[2])]
+    bias = n.args[3]
+    return (list(src), [_atomic(e) for e in shapes[1]], [_atomic(_expr(b)) for b in bias] if bias else [])
+
+
 def _layer_norm(an, n, out):
     src = an.s(n.args[0])
     k = len(n.args[1])
@@ -567,6 +672,11 @@ _HANDLERS = {
     aten.arange.default: _factory, aten.full.default: _factory, aten.zeros.default: _factory,
     aten.ones.default: _factory, aten.empty.memory_format: _factory,
     aten.native_layer_norm.default: _layer_norm,
+    aten.native_layer_norm_backward.default: _layer_norm_backward,
+    aten.convolution.default: _convolution, aten.convolution_backward.default: _convolution_backward,
+    aten.tril.default: _triangle, aten.triu.default: _triangle,
+    aten.mse_loss.default: _mean_loss, aten.mse_loss_backward.default: _mean_loss,
+    aten.select_backward.default: _select_backward,
     aten._softmax_backward_data.default: _softmax_backward,
     aten._log_softmax_backward_data.default: _softmax_backward,
     aten.nll_loss_forward.default: _nll_loss, aten.nll_loss_backward.default: _nll_loss_backward,
@@ -633,6 +743,23 @@ def _mask(g: Graph, x: Node, like: Node, dim: int, factors, real: dict, padded: 
     return g.call_function(aten.where.ScalarOther, (keep, x, _fill_for(like, fill)))
 
 
+def _expr_node(g: Graph, e: sympy.Expr, values: dict):
+    """Graph arithmetic computing the size expression `e` from `values`
+    (symbol -> graph input)."""
+    if e.is_Integer:
+        return int(e)
+    if e.is_Symbol:
+        return values[e]
+    if e.is_Add or e.is_Mul:
+        op = operator.add if e.is_Add else operator.mul
+        terms = [_expr_node(g, a, values) for a in e.args]
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = g.call_function(op, (acc, t))
+        return acc
+    raise Unpaddable(f"size {e} used as a value")
+
+
 def _free(factors) -> set:
     return {_symbol(f) for f in factors if not isinstance(f, int)}
 
@@ -672,6 +799,7 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
             input_dims.append(None)
     used = {sym for st in an.struct.values() if isinstance(st, list) for dim in st
             if isinstance(dim, tuple) for sym in _free(dim)} | derived
+    used |= {sym for _, _, e in an.real_values for sym in e.free_symbols}
     merged_sources = {sym for info in input_dims if isinstance(info, list) for _, fs in info if len(fs) > 1
                       for sym in _free(fs)}
     if used - sources - merged_sources:
@@ -692,6 +820,9 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
             for dim, factors, fill in dims:
                 x = _mask(g, x, like, dim, factors, real, padded, fill)
             n.update_arg(i, x)
+    for n, i, expr in an.real_values:
+        with g.inserting_before(n):
+            n.update_arg(i, _expr_node(g, expr, real))
     for n, counted, shape in an.means:
         x = n.args[0]
         with g.inserting_before(n):
@@ -699,8 +830,12 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
             for d, factors in counted:
                 size = _size(factors, real, g) if factors is not None else int(shape[d])
                 count = g.call_function(operator.mul, (count, size))
-            keep = n.args[2] if len(n.args) > 2 else False
-            total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
+            if n.target in _MEAN_LOSSES:  # the same loss summed, over the real count
+                at = _MEAN_LOSSES[n.target]
+                total = g.call_function(n.target, tuple(n.args[:at]) + (2,) + tuple(n.args[at + 1:]), dict(n.kwargs))
+            else:
+                keep = n.args[2] if len(n.args) > 2 else False
+                total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
             mean = g.call_function(aten.div.Scalar, (total, count))
         mean.meta = dict(n.meta)  # what the output narrowing below reads
         an.struct[mean] = an.struct[n]
