@@ -66,7 +66,9 @@ def _origin(t, dims):
     """The _Origin of `t` as a padded graph returned it, or None; for a
     tensor kept padded, its `padded` is `t` itself."""
     o = _SAVED.get(_geometry(t))
-    if o is not None and o.dims == dims:
+    if o is not None:
+        if o.dims != dims:  # never read real sizes off a padded tensor
+            raise NotPaddable(f"a tensor kept padded as {o.dims} is expected as {dims}")
         return _Origin(t, dims, o.real, o.pad)
     entry = _NARROWED.get(id(t))
     if entry is not None and entry[0]() is t and entry[1].dims == dims:
