@@ -210,8 +210,6 @@ def _padded(f: Factors) -> bool:
     return any(not isinstance(x, int) for x in f)
 
 
-
-
 # ---------------------------------------------------------------- analysis
 
 _LAYOUT = {aten.clone.default, aten._to_copy.default, aten.alias.default, aten.detach.default,
@@ -265,8 +263,8 @@ class _Analysis:
     def __init__(self, gm: GraphModule, layouts: dict):
         self.gm, self.layouts = gm, layouts
         self.struct: dict[Node, object] = {}
-        self.masks: list = []  # (node, arg index, dim, symbol, fill)
-        self.means: list = []  # (node, [(dim, symbol or None)], input shape)
+        self.masks: list = []  # (node, arg index, dim, factors, fill)
+        self.means: list = []  # (node, [(dim, factors or None)], input shape)
         self.caps: dict = {}
         self.real_values: list = []  # (node, arg index, size expression) to pass at its real value
 
@@ -386,13 +384,19 @@ def _slice(an, n, out):
             an.caps[sym] = min(an.caps.get(sym, cap), cap)
         src[dim] = _atomic(after)
         return src
-    # `x[:, k:]`, `x[:, :-k]`: the real positions stay a prefix, of a size
-    # shorter by a constant (the padded one is cut by as much).
-    cut = before - after
-    if not (len(src[dim]) == 1 and isinstance(start, int) and step == 1 and cut.is_Integer and 0 <= start <= int(cut)):
+    if not _cuts_a_constant(src[dim], start, step, before, after):
         raise Unpaddable("slice of a padded dimension")
     src[dim] = _atomic(after)
     return src
+
+
+def _cuts_a_constant(factors, start, step, longer, shorter) -> bool:
+    """Whether slicing a padded dim of `factors` from `longer` to `shorter`
+    elements keeps its real positions a prefix: `x[:, k:]`, `x[:, :-k]`
+    cut a constant off the real and the padded size alike."""
+    cut = longer - shorter
+    return (len(factors) == 1 and isinstance(start, int) and step == 1 and cut.is_Integer
+            and 0 <= start <= int(cut) and _is_atom(shorter))
 
 
 def _slice_backward(an, n, out):
@@ -401,11 +405,8 @@ def _slice_backward(an, n, out):
     src = list(an.s(n.args[0]))
     dim, start, step = n.args[2] % len(src), n.args[3], n.args[5]
     before, after = _shape(n.args[0])[dim], out[dim]
-    if _padded(src[dim]):
-        cut = after - before
-        if not (len(src[dim]) == 1 and isinstance(start, int) and step == 1 and cut.is_Integer
-                and 0 <= start <= int(cut) and _is_atom(after)):
-            raise Unpaddable("slice_backward of a padded dimension")
+    if _padded(src[dim]) and not _cuts_a_constant(src[dim], start, step, after, before):
+        raise Unpaddable("slice_backward of a padded dimension")
     src[dim] = _atomic(after)
     return src
 
@@ -508,11 +509,14 @@ def _reduce(an, n, out):
     return res
 
 
-def _nll_targets(an, n, target_at: int, batch_args: list) -> Struct:
+def _nll_targets(an, n, self_at: int, target_at: int, batch_args: list) -> Struct:
     """Padded targets become `ignore_index`, so the loss skips them and a mean
     divides by the real count; `batch_args` (tensors indexed like the target
-    along their leading dims) are masked with zeros."""
+    along their leading dims) are masked with zeros. Returns the targets'
+    factors."""
     st = an.s(n.args[target_at])
+    if any(_padded(f) for f in an.s(n.args[self_at])[len(st):]):
+        raise Unpaddable("nll_loss over a padded class dimension")
     ignore = n.args[target_at + 3] if len(n.args) > target_at + 3 else n.kwargs.get("ignore_index", -100)
     for d, f in enumerate(st):
         if _padded(f):
@@ -527,20 +531,14 @@ def _nll_targets(an, n, target_at: int, batch_args: list) -> Struct:
 
 def _nll_loss(an, n, out):
     """nll_loss_forward(self [N, C] or [C], target [N] or [], weight, reduction, ignore_index)."""
-    src = an.s(n.args[0])
-    st = _nll_targets(an, n, 1, [0])
-    if any(_padded(f) for f in src[len(st):]):
-        raise Unpaddable("nll_loss over a padded class dimension")
+    st = _nll_targets(an, n, 0, 1, [0])
     return (list(st) if n.args[3] == 0 else [], [])
 
 
 def _nll_loss_backward(an, n, out):
     """nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)."""
-    src = an.s(n.args[1])
-    st = _nll_targets(an, n, 2, [1] + ([0] if n.args[4] == 0 else []))
-    if any(_padded(f) for f in src[len(st):]):
-        raise Unpaddable("nll_loss over a padded class dimension")
-    return list(src)
+    _nll_targets(an, n, 1, 2, [1] + ([0] if n.args[4] == 0 else []))
+    return list(an.s(n.args[1]))
 
 
 def _softmax_backward(an, n, out):
@@ -588,18 +586,11 @@ def _select_backward(an, n, out):
     """select_backward(grad, input_sizes, dim, index): zeros with grad placed
     at `index` along `dim`, which must not be padded (as for `select`)."""
     dim = n.args[2] % len(out)
-    if _padded(_atomic_or_none(out[dim])):
+    if not out[dim].is_Integer:
         raise Unpaddable("select_backward on a padded dimension")
     src = list(an.s(n.args[0]))
     src.insert(dim, _atomic(out[dim]))
     return src
-
-
-def _atomic_or_none(e):
-    try:
-        return _atomic(e)
-    except Unpaddable:
-        return (e,)
 
 
 def _layer_norm_backward(an, n, out):
@@ -615,8 +606,8 @@ def _layer_norm_backward(an, n, out):
         if _padded(f):
             for i in (0, 1, 3, 4):
                 an.masks.append((n, i, d, f, 0))
-    params = [[_atomic(e) for e in _shape(n.args[5])]] if _is_tensor_node(n.args[5]) else [[]]
-    return (list(src), params[0], params[0])
+    param = [_atomic(e) for e in _shape(n.args[5])] if _is_tensor_node(n.args[5]) else []
+    return (list(src), param, list(param))
 
 
 def _triangle(an, n, out):
@@ -643,9 +634,8 @@ def _convolution_backward(an, n, out):
         raise Unpaddable("convolution_backward over a padded channel or spatial dimension")
     if _padded(src[0]):
         an.masks += [(n, 0, 0, src[0], 0), (n, 1, 0, src[0], 0)]
-    shapes = [_shape(n.args[1]), _shape(n.args[2])]
     bias = n.args[3]
-    return (list(src), [_atomic(e) for e in shapes[1]], [_atomic(_expr(b)) for b in bias] if bias else [])
+    return (list(src), [_atomic(e) for e in _shape(n.args[2])], [_atomic(_expr(b)) for b in bias] if bias else [])
 
 
 def _layer_norm(an, n, out):
@@ -700,23 +690,13 @@ def _fill_for(x: Node, fill):
 
 def _size(factors, values: dict, g: Graph | None = None):
     """The size of a dimension with these factors, where `values` maps each
-    symbol to its size: ints (evaluated here) or graph nodes (`g` then
-    builds the arithmetic into the graph)."""
-    def mul(a, b):
-        if g is None or not any(isinstance(x, Node) for x in (a, b)):
-            return a * b
-        return g.call_function(operator.mul, (a, b))
-
+    symbol to its size: ints (evaluated here, per call, so kept cheap) or
+    graph nodes (`g` then builds the arithmetic into the graph)."""
+    if g is not None:
+        return _expr_node(g, sympy.Mul(*factors), values)
     total = 1
     for f in factors:
-        if isinstance(f, int):
-            total = mul(total, f)
-            continue
-        sym = _symbol(f)
-        v, c = values[sym], int(f - sym)
-        if c:
-            v = v + c if g is None or not isinstance(v, Node) else g.call_function(operator.add, (v, c))
-        total = mul(total, v)
+        total *= f if isinstance(f, int) else values[_symbol(f)] + int(f - _symbol(f))
     return total
 
 
@@ -729,16 +709,18 @@ def _mask(g: Graph, x: Node, like: Node, dim: int, factors, real: dict, padded: 
     rank = _val(like).dim()
     size = g.call_function(aten.sym_size.int, (x, dim))
     idx = g.call_function(aten.arange.default, (size,), {"dtype": torch.int64, "device": _val(like).device})
-    keep, inner = None, 1
-    for f in reversed(factors):
-        if not isinstance(f, int):
-            pos = idx
-            if len(factors) > 1:
-                pos = g.call_function(aten.floor_divide.Scalar, (idx, inner)) if inner != 1 else idx
-                pos = g.call_function(aten.remainder.Scalar, (pos, _size((f,), padded, g)))
-            ok = g.call_function(aten.lt.Scalar, (pos, _size((f,), real, g)))
-            keep = ok if keep is None else g.call_function(aten.logical_and.default, (keep, ok))
-        inner = _size((f,), padded, g) if inner == 1 else g.call_function(operator.mul, (inner, _size((f,), padded, g)))
+    keep = None
+    for k, f in enumerate(factors):
+        if isinstance(f, int):
+            continue
+        pos = idx
+        if len(factors) > 1:  # this factor's own index: (idx // inner size) % its size
+            inner = _size(factors[k + 1:], padded, g)
+            if inner != 1:
+                pos = g.call_function(aten.floor_divide.Scalar, (idx, inner))
+            pos = g.call_function(aten.remainder.Scalar, (pos, _size((f,), padded, g)))
+        ok = g.call_function(aten.lt.Scalar, (pos, _size((f,), real, g)))
+        keep = ok if keep is None else g.call_function(aten.logical_and.default, (keep, ok))
     keep = g.call_function(aten.view.default, (keep, [size if i == dim else 1 for i in range(rank)]))
     return g.call_function(aten.where.ScalarOther, (keep, x, _fill_for(like, fill)))
 
@@ -750,6 +732,8 @@ def _expr_node(g: Graph, e: sympy.Expr, values: dict):
         return int(e)
     if e.is_Symbol:
         return values[e]
+    if e.is_Pow and e.exp.is_Integer and e.exp > 0:  # s**2: a square of two padded dims merged
+        e = sympy.Mul(*[e.base] * int(e.exp), evaluate=False)
     if e.is_Add or e.is_Mul:
         op = operator.add if e.is_Add else operator.mul
         terms = [_expr_node(g, a, values) for a in e.args]

@@ -57,7 +57,9 @@ def _remember_narrowed(returned, origin: _Origin):
 
 def _remember_saved(padded_tensor, origin: _Origin):
     key = _geometry(padded_tensor)
-    origin.padded = None  # the tensor the backward gets is the padded one
+    # No reference to the tensor: the entry must not keep its storage alive
+    # (`_origin` hands back the tensor the backward got, which is the padded one).
+    origin.padded = None
     _SAVED[key] = origin
     weakref.finalize(padded_tensor.untyped_storage(), _SAVED.pop, key, None)
 
