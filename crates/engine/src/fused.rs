@@ -209,8 +209,40 @@ pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Res
     Ok(rets)
 }
 
-fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::OpEntry, device: i32) -> Result<Vec<RetValue>> {
-    let slots = collect_slots(call);
+/// How long a graph's append-only parts were before an op was recorded, so
+/// that an op failing halfway (a lowering error after some of its arguments
+/// were added) leaves the graph exactly as it was.
+struct Undo {
+    builder: stablehlo::Mark,
+    inputs: usize,
+    zero_reads: usize,
+}
+
+impl Undo {
+    fn of(g: &Graph) -> Undo {
+        Undo { builder: g.b.mark(), inputs: g.inputs.len(), zero_reads: g.zero_reads.len() }
+    }
+
+    fn apply(self, g: &mut Graph) {
+        g.b.truncate(self.builder);
+        g.inputs.truncate(self.inputs);
+        g.sources.truncate(self.inputs);
+        g.zero_reads.truncate(self.zero_reads);
+        // Storages first read by the failed op were captured as values it made.
+        let values = self.builder.values();
+        g.captured.retain(|_, (v, _)| v.index() < values);
+    }
+}
+
+/// Lowers `call` into the graph and adds the arguments it needs.
+fn record_inputs(
+    engine: &Engine,
+    g: &mut Graph,
+    call: &Call,
+    slots: &crate::program::Slots,
+    entry: &lowering::OpEntry,
+    device: i32,
+) -> Result<crate::program::Recorded> {
     let mut other_inputs = Vec::new();
     let rec = {
         let Graph { b, inputs, sources, zero_reads, captured, pending, static_constants, static_offsets, .. } = g;
@@ -223,12 +255,25 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
             static_constants: *static_constants,
             static_offsets: *static_offsets,
         };
-        record(b, call, &slots, entry, None, &mut source, &mut other_inputs)?
+        record(b, call, slots, entry, None, &mut source, &mut other_inputs)?
     };
     for input in &other_inputs {
-        g.inputs.push(resolve_input(engine, call, &slots, input, device)?);
+        g.inputs.push(resolve_input(engine, call, slots, input, device)?);
         g.sources.push(input_source(call, input));
     }
+    Ok(rec)
+}
+
+fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::OpEntry, device: i32) -> Result<Vec<RetValue>> {
+    let slots = collect_slots(call);
+    let undo = Undo::of(g);
+    let rec = match record_inputs(engine, g, call, &slots, entry, device) {
+        Ok(rec) => rec,
+        Err(e) => {
+            undo.apply(g);
+            return Err(e);
+        }
+    };
     g.ops.push(call.op.to_string());
     g.key.add(call);
 

@@ -24,6 +24,22 @@ impl Value {
     }
 }
 
+/// How far a [`Builder`] had got (see [`Builder::mark`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    values: usize,
+    args: usize,
+    ops: usize,
+    next_id: u32,
+}
+
+impl Mark {
+    /// How many values existed: values made since have indices from here on.
+    pub fn values(&self) -> usize {
+        self.values
+    }
+}
+
 /// Builds one function body (the top level `@main`, or a region block).
 #[derive(Clone, Debug, Default)]
 pub struct Builder {
@@ -72,6 +88,22 @@ impl Builder {
 
     pub fn shape(&self, v: Value) -> &[i64] {
         &self.ty(v).shape
+    }
+
+    /// A point to roll back to with [`Builder::truncate`].
+    pub fn mark(&self) -> Mark {
+        Mark { values: self.types.len(), args: self.args.len(), ops: self.ops.len(), next_id: self.next_id }
+    }
+
+    /// Forgets every value, argument and op recorded since `mark`: a caller
+    /// that fails halfway through emitting an op leaves the builder as it was.
+    /// Values created since then must no longer be used.
+    pub fn truncate(&mut self, mark: Mark) {
+        self.types.truncate(mark.values);
+        self.names.truncate(mark.values);
+        self.args.truncate(mark.args);
+        self.ops.truncate(mark.ops);
+        self.next_id = mark.next_id;
     }
 
     /// The whole module text, with `results` returned from `@main`.

@@ -42,7 +42,7 @@ mod ops_reduce;
 mod ops_shape;
 mod types;
 
-pub use builder::{Builder, Value};
+pub use builder::{Builder, Mark, Value};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use ops_conv::{ConvDims, ConvWindow};

@@ -282,3 +282,23 @@ fn result_types_are_inferred() {
         .unwrap();
     assert_eq!(b.shape(w[0]), &[2, 2, 3]);
 }
+
+#[test]
+fn truncate_forgets_a_half_recorded_op() {
+    // What a caller does when a lowering fails after adding an argument and
+    // an op: the printed program is exactly the one from before.
+    let mut b = Builder::new();
+    let x = b.arg(t(DType::F32, &[4]));
+    let y = b.neg(x).unwrap();
+    let before = b.finish(&[y]);
+    let mark = b.mark();
+    let s = b.arg(t(DType::F64, &[]));
+    let _ = b.add(s, s).unwrap();
+    assert_eq!(mark.values(), 2);
+    b.truncate(mark);
+    assert_eq!(b.finish(&[y]), before);
+    assert_eq!(b.args().len(), 1);
+    // Recording goes on with fresh names.
+    let z = b.abs(y).unwrap();
+    assert!(b.finish(&[z]).contains("%1 = \"stablehlo.abs\"(%0)"));
+}
