@@ -381,6 +381,23 @@ fn mark_hidden_mutations(op: &str, args: &mut [CallArg]) {
     }
 }
 
+/// The fused optimizer steps take their hyperparameters as `float`s, which
+/// would otherwise be cache-key constants: a learning-rate schedule would
+/// compile a new program every step. They become runtime numbers instead,
+/// like Python scalars.
+fn floats_as_runtime_numbers(op: &str, args: &mut [CallArg]) {
+    let base = op.strip_prefix("aten::").unwrap_or(op);
+    let name = base.split('.').next().unwrap_or(base);
+    if !lowering::RUNTIME_FLOAT_OPS.contains(&name) {
+        return;
+    }
+    for a in args.iter_mut() {
+        if let CallValue::Float(f) = a.value {
+            a.value = CallValue::Scalar { dtype: DType::F64, f, i: f as i64, from_tensor: false };
+        }
+    }
+}
+
 fn push_tensor(arena: &mut Arena, t: NewTensor) -> i64 {
     arena.shapes.push((t.sizes, t.strides));
     let (sizes, strides) = arena.shapes.last().map(|(a, b)| (a.as_ptr(), b.as_ptr())).unwrap_or((std::ptr::null(), std::ptr::null()));
@@ -415,6 +432,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
             call_args.push(CallArg { value: call_value(a, op)?, write: a.is_write.clamp(0, 2) as u8 });
         }
         mark_hidden_mutations(op, &mut call_args);
+        floats_as_runtime_numbers(op, &mut call_args);
         let call = Call {
             op,
             args: call_args,

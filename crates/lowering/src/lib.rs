@@ -18,4 +18,5 @@ mod ops;
 pub use args::{Arg, Args, ScalarArg, TensorArg};
 pub use ctx::Lower;
 pub use error::{ErrorKind, LowerError, Result};
+pub use ops::optim::RUNTIME_FLOAT_OPS;
 pub use table::{lookup, OpEntry};

@@ -21,6 +21,7 @@ mod losses;
 mod misc;
 mod misc2;
 mod nn;
+pub(crate) mod optim;
 mod pool;
 mod random;
 mod reduce;
@@ -52,6 +53,7 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     random::OPS,
     foreach::OPS,
     amp::OPS,
+    optim::OPS,
     dynamic::OPS,
     selection::OPS,
     coverage::OPS,
