@@ -142,6 +142,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// Each device runs its work on one in-order queue, so every stream is that
+// queue and a buffer can never be freed while another stream still uses it:
+// there is nothing to record.
+void record_stream(at::Tensor& self, c10::Stream stream) {}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   resize_(dst, self.sizes(), std::nullopt);
   return copy_from(self, dst, false);
@@ -163,6 +168,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 
 // Autocast on tpu: no per-op rules yet, so every op passes straight through.

@@ -37,6 +37,40 @@ def test_tensor_on_second_device_computes():
     assert (a * 2).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
+def test_copy_between_devices(mode):
+    """x.to("tpu:1") and copy_ across devices (through the host), into
+    strided views and with dtype conversion, from non-contiguous and pending
+    sources; the bytes land on the destination device."""
+    if torch.tpu.device_count() < 4:
+        pytest.skip("needs four devices; the XLA CPU plugin exposes four")
+    ref = torch.arange(12.0).view(3, 4)
+    a = ref.to("tpu")
+    b = (a * 2).to("tpu:1")  # a pending value in Fused Eager
+    assert b.device == torch.device("tpu", 1)
+    torch.testing.assert_close(b.cpu(), ref * 2)
+    before = torch.tpu.memory_allocated(1)
+    c = a.t().to("tpu:2")
+    assert c.device.index == 2 and c.stride() == ref.t().clone().stride()  # .to() keeps the layout, as on CPU
+    torch.testing.assert_close(c.cpu(), ref.t())
+    d = torch.zeros(4, 3, dtype=torch.float64, device="tpu:3")
+    d.t().copy_(b)
+    torch.testing.assert_close(d.cpu(), (ref * 2).t().double())
+    assert torch.tpu.memory_allocated(1) == before  # the temporary copies are freed
+    assert torch.tpu.memory_allocated(3) >= d.nbytes
+
+
+@pytest.mark.parametrize("op", ["mm", "cat"])
+def test_an_op_mixing_devices_names_both(op, mode):
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two devices")
+    a, b = torch.ones(2, 2, device="tpu"), torch.ones(2, 2, device="tpu:1")
+    pending = a + 1
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, .* tpu:0 and tpu:1"):
+        torch.mm(a, b) if op == "mm" else torch.cat([a, b])
+        torch.tpu.synchronize()
+    assert pending.cpu().tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
 def test_accelerator():
     assert torch.accelerator.is_available()
     assert torch.accelerator.current_accelerator().type == "tpu"
@@ -158,6 +192,8 @@ def test_streams_are_the_device_queue():
     assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
     assert other.query() and s.query()
     other.synchronize()
+    y.record_stream(other)  # one queue per device: accepted, nothing to track
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
 
 
 def test_events_time_the_work_between_them():

@@ -133,6 +133,9 @@ pub fn run_now(call: &Call) -> Result<Vec<RetValue>> {
 }
 
 fn run_in(call: &Call, fused_mode: bool) -> Result<Vec<RetValue>> {
+    if let Some(rets) = crate::cross_device::handle(call, |local| run_in(local, fused_mode))? {
+        return Ok(rets);
+    }
     if !fused_mode && !crate::fused::has_pending() {
         if let Some(rets) = share_buffer_copy(call) {
             return Ok(rets);

@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod call;
 pub mod compile_affinity;
+pub mod cross_device;
 pub mod disk_cache;
 pub mod dispatch;
 pub mod error;
