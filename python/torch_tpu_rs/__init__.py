@@ -39,6 +39,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()  # torch.distributed backend "tpu"
+
 from . import _after_dynamo  # noqa: E402
 
 # torch.compile(backend="tpu") and Dynamo's DeviceInterface, registered when

@@ -1,0 +1,174 @@
+"""`torch.distributed` for tpu tensors: the process-group backend "tpu".
+
+    dist.init_process_group("tpu")      # under torchrun, or with rank/world_size
+    model = DDP(model.to(f"tpu:{local_rank}"))
+
+Collectives take tpu tensors (and CPU tensors). Each one is staged through
+host memory and run by gloo, PyTorch's CPU backend: a portable baseline for
+any PJRT plugin, since PJRT's C API has no cross-process collectives. The
+host copy is a sync; on a real TPU slice, collectives inside compiled XLA
+programs are the fast path this does not replace.
+
+Each call completes before it returns, so the `Work` it hands back is done
+(`async_op=True` is accepted and returns finished work).
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+
+BACKEND = "tpu"
+
+
+def _done(result) -> dist.Work:
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    return t.cpu() if t.device.type == "tpu" else t
+
+
+def _write_back(dst: torch.Tensor, host: torch.Tensor) -> None:
+    if host is not dst:
+        dst.copy_(host)
+
+
+class TpuProcessGroup(dist.ProcessGroup):
+    """A process group over gloo whose collectives accept tpu tensors."""
+
+    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta):
+        super().__init__(rank, size)
+        options = dist.ProcessGroupGloo._Options()
+        options._timeout = timeout
+        options._devices = [dist.ProcessGroupGloo.create_default_device()]
+        self._gloo = dist.ProcessGroupGloo(store, rank, size, options)
+
+    def getBackendName(self) -> str:  # noqa: N802  (the name c10d calls)
+        return BACKEND
+
+    def _on_host(self, tensors, collective, write=True):
+        """Runs `collective` on host copies of `tensors`, then writes them back."""
+        host = [_host(t) for t in tensors]
+        collective(host).wait()
+        if write:
+            for t, h in zip(tensors, host):
+                _write_back(t, h)
+        return _done(list(tensors))
+
+    def allreduce(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        return self._on_host(tensors, lambda h: self._gloo.allreduce(h, opts))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+        return self._on_host(tensors, lambda h: self._gloo.allreduce_coalesced(h, opts))
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        return self._on_host(tensors, lambda h: self._gloo.broadcast(h, opts))
+
+    def reduce(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.ReduceOptions()
+        return self._on_host(tensors, lambda h: self._gloo.reduce(h, opts))
+
+    def allgather(self, output_lists, inputs, opts=None):
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        host_out = [[_host(t) for t in outs] for outs in output_lists]
+        self._gloo.allgather(host_out, [_host(t) for t in inputs], opts).wait()
+        for outs, hosts in zip(output_lists, host_out):
+            for t, h in zip(outs, hosts):
+                _write_back(t, h)
+        return _done([t for outs in output_lists for t in outs])
+
+    def _allgather_base(self, output, input, opts=None):
+        """all_gather_into_tensor: the ranks' inputs stacked along dim 0."""
+        chunks = list(_host(output).chunk(self.size()))
+        self._gloo.allgather([chunks], [_host(input)], opts or dist.AllgatherOptions()).wait()
+        _write_back(output, torch.cat(chunks))
+        return _done([output])
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        """Each rank gets the reduction of every rank's i-th input: an
+        allreduce of all of them, keeping this rank's part."""
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        for out, inputs in zip(outputs, input_lists):
+            full = torch.stack([_host(t) for t in inputs])
+            self._gloo.allreduce([full], self._allreduce_options(opts)).wait()
+            _write_back(out, full[self.rank()])
+        return _done(list(outputs))
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        """reduce_scatter_tensor: `input` is split along dim 0, one part per rank."""
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        full = _host(input).clone()
+        self._gloo.allreduce([full], self._allreduce_options(opts)).wait()
+        _write_back(output, full.chunk(self.size())[self.rank()])
+        return _done([output])
+
+    # The names torch.distributed's tensor-in/tensor-out calls use.
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    @staticmethod
+    def _allreduce_options(opts) -> dist.AllreduceOptions:
+        out = dist.AllreduceOptions()
+        out.reduceOp = opts.reduceOp
+        return out
+
+    def gather(self, output_lists, inputs, opts=None):
+        opts = opts if opts is not None else dist.GatherOptions()
+        host_out = [[_host(t) for t in outs] for outs in output_lists]
+        self._gloo.gather(host_out, [_host(t) for t in inputs], opts).wait()
+        for outs, hosts in zip(output_lists, host_out):
+            for t, h in zip(outs, hosts):
+                _write_back(t, h)
+        return _done([t for outs in output_lists for t in outs])
+
+    def scatter(self, outputs, input_lists, opts=None):
+        opts = opts if opts is not None else dist.ScatterOptions()
+        host_out = [_host(t) for t in outputs]
+        self._gloo.scatter(host_out, [[_host(t) for t in ins] for ins in input_lists], opts).wait()
+        for t, h in zip(outputs, host_out):
+            _write_back(t, h)
+        return _done(list(outputs))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        opts = opts if opts is not None else dist.AllToAllOptions()
+        host_out = _host(output)
+        self._gloo.alltoall_base(host_out, _host(input), output_split_sizes, input_split_sizes, opts).wait()
+        _write_back(output, host_out)
+        return _done([output])
+
+    def send(self, tensors, dst, tag=0):
+        self._gloo.send([_host(t) for t in tensors], dst, tag).wait()
+        return _done(list(tensors))
+
+    def recv(self, tensors, src, tag=0):
+        return self._on_host(tensors, lambda h: self._gloo.recv(h, src, tag))
+
+    def barrier(self, opts=None):
+        self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()).wait()
+        return _done([])
+
+
+def _create(store, rank, size, timeout) -> TpuProcessGroup:
+    return TpuProcessGroup(store, rank, size, timeout)
+
+
+def register() -> None:
+    """Makes "tpu" a torch.distributed backend, and the default one for tpu
+    tensors (so `init_process_group()` on a tpu machine picks it)."""
+    if not dist.is_available() or BACKEND.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(BACKEND, _create, devices=["tpu"])

@@ -1,0 +1,133 @@
+"""torch.distributed with the "tpu" backend: two processes, each on its own
+tpu device, train a model under DistributedDataParallel and run the common
+collectives; the results are compared with one CPU process doing the same
+work on the whole batch. Runs in Strict and in Fused Eager."""
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+WORLD = 2
+STEPS = 3
+
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def batches():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(2 * WORLD, 8, generator=g) for _ in range(STEPS)]
+
+
+def worker(rank, store_path, eager_mode, results):
+    import torch.distributed as dist
+
+    import torch_tpu_rs
+
+    torch_tpu_rs.set_eager_mode(eager_mode)
+    dist.init_process_group("tpu", init_method=f"file://{store_path}", rank=rank, world_size=WORLD)
+    try:
+        dev = torch.device("tpu", rank)
+        model = make_model().to(dev)
+        if rank == 1:
+            with torch.no_grad():  # DDP must start every rank from rank 0's weights
+                for p in model.parameters():
+                    p.add_(1.0)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        for x in batches():
+            opt.zero_grad()
+            ddp(x[2 * rank:2 * rank + 2].to(dev)).pow(2).mean().backward()
+            opt.step()
+
+        out = {"backend": dist.get_backend(), "params": [p.detach().cpu().tolist() for p in model.parameters()]}
+        t = torch.full((3,), float(rank + 1), device=dev)
+        dist.all_reduce(t)
+        out["all_reduce"] = t.cpu().tolist()
+        t = torch.full((3,), float(rank + 1), device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        out["all_reduce_max"] = t.cpu().tolist()
+        gathered = [torch.empty(2, device=dev) for _ in range(WORLD)]
+        dist.all_gather(gathered, torch.full((2,), float(rank), device=dev))
+        out["all_gather"] = [g.cpu().tolist() for g in gathered]
+        stacked = torch.empty(2 * WORLD, device=dev)
+        dist.all_gather_into_tensor(stacked, torch.full((2,), float(rank), device=dev))
+        out["all_gather_into_tensor"] = stacked.cpu().tolist()
+        part = torch.empty(2, device=dev)
+        dist.reduce_scatter_tensor(part, torch.arange(2.0 * WORLD, device=dev) * (rank + 1))
+        out["reduce_scatter_tensor"] = part.cpu().tolist()
+        b = torch.full((2,), float(rank + 5), device=dev)
+        dist.broadcast(b, src=1)
+        out["broadcast"] = b.cpu().tolist()
+        r = torch.full((2,), float(rank + 1), device=dev)
+        dist.reduce(r, dst=0)
+        out["reduce"] = r.cpu().tolist() if rank == 0 else None
+        gather_list = [torch.empty(2, device=dev) for _ in range(WORLD)] if rank == 0 else None
+        dist.gather(torch.full((2,), float(rank + 7), device=dev), gather_list, dst=0)
+        out["gather"] = [g.cpu().tolist() for g in gather_list] if rank == 0 else None
+        s = torch.empty(2, device=dev)
+        dist.scatter(s, [torch.full((2,), 10.0 + i, device=dev) for i in range(WORLD)] if rank == 0 else None, src=0)
+        out["scatter"] = s.cpu().tolist()
+        a2a = torch.empty(2, device=dev)
+        dist.all_to_all_single(a2a, torch.tensor([rank * 10.0, rank * 10.0 + 1], device=dev))
+        out["all_to_all_single"] = a2a.cpu().tolist()
+        p2p = torch.full((2,), 42.0 if rank == 0 else 0.0, device=dev)
+        if rank == 0:
+            dist.send(p2p, dst=1)
+        else:
+            dist.recv(p2p, src=0)
+        out["send_recv"] = p2p.cpu().tolist()
+        dist.barrier()
+        results.put((rank, out))
+    finally:
+        dist.destroy_process_group()
+
+
+def cpu_reference():
+    """One process, the whole batch: DDP averages the ranks' gradients."""
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in batches():
+        opt.zero_grad()
+        sum(model(x[2 * r:2 * r + 2]).pow(2).mean() for r in range(WORLD)).div(WORLD).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("eager_mode", ["strict", "fused"])
+def test_ddp_and_collectives_across_two_processes(eager_mode):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        procs = [ctx.Process(target=worker, args=(r, store, eager_mode, results)) for r in range(WORLD)]
+        for p in procs:
+            p.start()
+        try:
+            outs = dict(results.get(timeout=240) for _ in procs)
+        finally:
+            for p in procs:
+                p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    reference = cpu_reference()
+    for rank, out in outs.items():
+        assert out["backend"] == "tpu"
+        for got, want in zip(out["params"], reference):
+            torch.testing.assert_close(torch.tensor(got), want)
+        assert out["all_reduce"] == [3.0, 3.0, 3.0]
+        assert out["all_reduce_max"] == [2.0, 2.0, 2.0]
+        assert out["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
+        assert out["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]
+        # rank r sends arange(4) * (r + 1); the sum is arange(4) * 3, split in two.
+        assert out["reduce_scatter_tensor"] == [[0.0, 3.0], [6.0, 9.0]][rank]
+        assert out["broadcast"] == [6.0, 6.0]
+        assert out["reduce"] == ([3.0, 3.0] if rank == 0 else None)
+        assert out["gather"] == ([[7.0, 7.0], [8.0, 8.0]] if rank == 0 else None)
+        assert out["scatter"] == [10.0 + rank] * 2
+        # rank r holds [10r, 10r + 1] and gets element r of every rank's.
+        assert out["all_to_all_single"] == [rank, 10.0 + rank]
+        assert out["send_recv"] == [42.0, 42.0]
