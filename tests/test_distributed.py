@@ -98,13 +98,14 @@ def cpu_reference():
     return [p.detach() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("eager_mode", ["strict", "fused"])
-def test_ddp_and_collectives_across_two_processes(eager_mode):
+def run_ranks(target, *args):
+    """Runs target(rank, store_path, *args, results) in WORLD spawned
+    processes; returns {rank: what it put in results}."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
-        procs = [ctx.Process(target=worker, args=(r, store, eager_mode, results)) for r in range(WORLD)]
+        procs = [ctx.Process(target=target, args=(r, store, *args, results)) for r in range(WORLD)]
         for p in procs:
             p.start()
         try:
@@ -112,7 +113,13 @@ def test_ddp_and_collectives_across_two_processes(eager_mode):
         finally:
             for p in procs:
                 p.join(timeout=60)
-    assert [p.exitcode for p in procs] == [0, 0]
+    assert [p.exitcode for p in procs] == [0] * WORLD
+    return outs
+
+
+@pytest.mark.parametrize("eager_mode", ["strict", "fused"])
+def test_ddp_and_collectives_across_two_processes(eager_mode):
+    outs = run_ranks(worker, eager_mode)
     reference = cpu_reference()
     for rank, out in outs.items():
         assert out["backend"] == "tpu"
@@ -131,6 +138,53 @@ def test_ddp_and_collectives_across_two_processes(eager_mode):
         # rank r holds [10r, 10r + 1] and gets element r of every rank's.
         assert out["all_to_all_single"] == [rank, 10.0 + rank]
         assert out["send_recv"] == [42.0, 42.0]
+
+
+def fsdp_worker(rank, store_path, results):
+    """FSDP2 (fully_shard) training and DTensor placements on a tpu mesh."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
+
+    import torch_tpu_rs  # noqa: F401
+
+    dist.init_process_group("tpu", init_method=f"file://{store_path}", rank=rank, world_size=WORLD)
+    try:
+        torch.tpu.set_device(rank)
+        mesh = init_device_mesh("tpu", (WORLD,))
+        whole = torch.arange(8.0).reshape(4, 2)
+        sharded = distribute_tensor(whole.to("tpu"), mesh, [Shard(0)])
+        out = {
+            "local_shard": sharded.to_local().cpu().tolist(),
+            "full_tensor": sharded.full_tensor().cpu().tolist(),
+            "replicated": sharded.redistribute(mesh, [Replicate()]).to_local().cpu().tolist(),
+        }
+        model = make_model().to("tpu")
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in batches():
+            opt.zero_grad()
+            model(x[2 * rank:2 * rank + 2].to("tpu")).pow(2).mean().backward()
+            opt.step()
+        out["params"] = [p.full_tensor().detach().cpu().tolist() for p in model.parameters()]
+        results.put((rank, out))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fsdp2_and_dtensor_across_two_processes():
+    """fully_shard gathers parameters and reduce-scatters gradients through
+    the functional collectives; training matches the full-batch CPU run."""
+    outs = run_ranks(fsdp_worker)
+    reference = cpu_reference()
+    for rank, out in outs.items():
+        assert out["local_shard"] == [[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0], [6.0, 7.0]]][rank]
+        assert out["full_tensor"] == out["replicated"] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+        for got, want in zip(out["params"], reference):
+            torch.testing.assert_close(torch.tensor(got), want)
 
 
 def test_torchrun_ddp_example():

@@ -1,9 +1,10 @@
 """`torch.distributed` for tpu tensors: the process-group backend "tpu".
 
     dist.init_process_group("tpu")      # under torchrun, or with rank/world_size
-    model = DDP(model.to(f"tpu:{local_rank}"))
+    model = DDP(model.to(f"tpu:{local_rank}"))   # or fully_shard(model), DTensor
 
-Collectives take tpu tensors (and CPU tensors). Each one is staged through
+Collectives take tpu tensors (and CPU tensors), through the group's methods
+and through the functional collectives DTensor and FSDP2 use. Each one is staged through
 host memory and run by gloo, PyTorch's CPU backend: a portable baseline for
 any PJRT plugin, since PJRT's C API has no cross-process collectives. The
 host copy is a sync; on a real TPU slice, collectives inside compiled XLA
@@ -18,7 +19,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import Backend, _create_work_from_future
 
 BACKEND = "tpu"
 
@@ -38,8 +39,10 @@ def _write_back(dst: torch.Tensor, host: torch.Tensor) -> None:
         dst.copy_(host)
 
 
-class TpuProcessGroup(dist.ProcessGroup):
-    """A process group over gloo whose collectives accept tpu tensors."""
+class TpuBackend(Backend):
+    """The c10d backend behind group "tpu": gloo, with tpu tensors staged
+    through host memory. c10d routes a group's collectives (and the
+    functional collectives DTensor and FSDP2 use) to it by device type."""
 
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
@@ -120,6 +123,19 @@ class TpuProcessGroup(dist.ProcessGroup):
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
 
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        for output, input in zip(outputs, inputs):
+            self._allgather_base(output, input, opts)
+        return _done(list(outputs))
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        for output, input in zip(outputs, inputs):
+            self._reduce_scatter_base(output, input, opts)
+        return _done(list(outputs))
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
     @staticmethod
     def _allreduce_options(opts) -> dist.AllreduceOptions:
         out = dist.AllreduceOptions()
@@ -162,13 +178,13 @@ class TpuProcessGroup(dist.ProcessGroup):
         return _done([])
 
 
-def _create(store, rank, size, timeout) -> TpuProcessGroup:
-    return TpuProcessGroup(store, rank, size, timeout)
+def _create(store, rank, size, timeout) -> TpuBackend:
+    return TpuBackend(store, rank, size, timeout)
 
 
 def register() -> None:
-    """Makes "tpu" a torch.distributed backend, and the default one for tpu
-    tensors (so `init_process_group()` on a tpu machine picks it)."""
+    """Makes "tpu" a torch.distributed backend for tpu and CPU tensors, and
+    the default one for tpu tensors (`init_process_group()` picks it)."""
     if not dist.is_available() or BACKEND.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND, _create, devices=["tpu"])
+    dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "tpu"])
