@@ -75,6 +75,12 @@ def worker(rank, store_path, eager_mode, results):
         a2a = torch.empty(2, device=dev)
         dist.all_to_all_single(a2a, torch.tensor([rank * 10.0, rank * 10.0 + 1], device=dev))
         out["all_to_all_single"] = a2a.cpu().tolist()
+        avg = torch.full((2,), float(rank + 1), device=dev)
+        dist.all_reduce(avg, op=dist.ReduceOp.AVG)  # gloo lacks AVG; NCCL has it
+        out["all_reduce_avg"] = avg.cpu().tolist()
+        avg_part = torch.empty(2, device=dev)
+        dist.reduce_scatter_tensor(avg_part, torch.arange(2.0 * WORLD, device=dev) * (rank + 1), op=dist.ReduceOp.AVG)
+        out["reduce_scatter_avg"] = avg_part.cpu().tolist()
         p2p = torch.full((2,), 42.0 if rank == 0 else 0.0, device=dev)
         if rank == 0:
             dist.send(p2p, dst=1)
@@ -98,6 +104,19 @@ def cpu_reference():
     return [p.detach() for p in model.parameters()]
 
 
+def report_failures(target, rank, store, *args):
+    """Runs one rank; an exception is put in the results with its traceback,
+    so the test fails at once, showing it, instead of waiting for a timeout."""
+    results = args[-1]
+    try:
+        target(rank, store, *args)
+    except BaseException:
+        import traceback
+
+        results.put((rank, {"error": traceback.format_exc()}))
+        raise
+
+
 def run_ranks(target, *args):
     """Runs target(rank, store_path, *args, results) in WORLD spawned
     processes; returns {rank: what it put in results}."""
@@ -105,14 +124,20 @@ def run_ranks(target, *args):
     results = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
-        procs = [ctx.Process(target=target, args=(r, store, *args, results)) for r in range(WORLD)]
+        procs = [ctx.Process(target=report_failures, args=(target, r, store, *args, results)) for r in range(WORLD)]
         for p in procs:
             p.start()
         try:
-            outs = dict(results.get(timeout=240) for _ in procs)
+            outs = {}
+            for _ in procs:
+                rank, out = results.get(timeout=240)
+                assert "error" not in out, f"rank {rank} failed:\n{out['error']}"
+                outs[rank] = out
         finally:
             for p in procs:
                 p.join(timeout=60)
+                if p.is_alive():
+                    p.kill()
     assert [p.exitcode for p in procs] == [0] * WORLD
     return outs
 
@@ -138,6 +163,8 @@ def test_ddp_and_collectives_across_two_processes(eager_mode):
         # rank r holds [10r, 10r + 1] and gets element r of every rank's.
         assert out["all_to_all_single"] == [rank, 10.0 + rank]
         assert out["send_recv"] == [42.0, 42.0]
+        assert out["all_reduce_avg"] == [1.5, 1.5]
+        assert out["reduce_scatter_avg"] == [[0.0, 1.5], [3.0, 4.5]][rank]
 
 
 def fsdp_worker(rank, store_path, results):

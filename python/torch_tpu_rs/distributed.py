@@ -34,6 +34,13 @@ def _host(t: torch.Tensor) -> torch.Tensor:
     return t.cpu() if t.device.type == "tpu" else t
 
 
+def _divide(t: torch.Tensor, n: int) -> None:
+    if t.is_floating_point():
+        t.div_(n)
+    else:
+        t.floor_divide_(n)
+
+
 def _write_back(dst: torch.Tensor, host: torch.Tensor) -> None:
     if host is not dst:
         dst.copy_(host)
@@ -54,18 +61,31 @@ class TpuBackend(Backend):
     def getBackendName(self) -> str:  # noqa: N802  (the name c10d calls)
         return BACKEND
 
-    def _on_host(self, tensors, collective, write=True):
+    def _on_host(self, tensors, collective):
         """Runs `collective` on host copies of `tensors`, then writes them back."""
         host = [_host(t) for t in tensors]
         collective(host).wait()
-        if write:
-            for t, h in zip(tensors, host):
-                _write_back(t, h)
+        for t, h in zip(tensors, host):
+            _write_back(t, h)
         return _done(list(tensors))
 
+    def _allreduce_host(self, host, op) -> None:
+        """gloo's allreduce of host tensors in place. AVG, which gloo lacks
+        (NCCL has it), is a sum divided by the group size."""
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.SUM if op == dist.ReduceOp.AVG else op
+        self._gloo.allreduce(host, opts).wait()
+        if op == dist.ReduceOp.AVG:
+            for h in host:
+                _divide(h, self.size())
+
     def allreduce(self, tensors, opts=None):
-        opts = opts if opts is not None else dist.AllreduceOptions()
-        return self._on_host(tensors, lambda h: self._gloo.allreduce(h, opts))
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        host = [_host(t) for t in tensors]
+        self._allreduce_host(host, op)
+        for t, h in zip(tensors, host):
+            _write_back(t, h)
+        return _done(list(tensors))
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
@@ -77,7 +97,18 @@ class TpuBackend(Backend):
 
     def reduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.ReduceOptions()
-        return self._on_host(tensors, lambda h: self._gloo.reduce(h, opts))
+        average = opts.reduceOp == dist.ReduceOp.AVG
+        gloo_opts = dist.ReduceOptions()
+        gloo_opts.rootRank, gloo_opts.rootTensor = opts.rootRank, opts.rootTensor
+        gloo_opts.reduceOp = dist.ReduceOp.SUM if average else opts.reduceOp
+        host = [_host(t) for t in tensors]
+        self._gloo.reduce(host, gloo_opts).wait()
+        if self.rank() == opts.rootRank:
+            for t, h in zip(tensors, host):
+                if average:
+                    _divide(h, self.size())
+                _write_back(t, h)
+        return _done(list(tensors))
 
     def allgather(self, output_lists, inputs, opts=None):
         opts = opts if opts is not None else dist.AllgatherOptions()
@@ -101,7 +132,7 @@ class TpuBackend(Backend):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         for out, inputs in zip(outputs, input_lists):
             full = torch.stack([_host(t) for t in inputs])
-            self._gloo.allreduce([full], self._allreduce_options(opts)).wait()
+            self._allreduce_host([full], opts.reduceOp)
             _write_back(out, full[self.rank()])
         return _done(list(outputs))
 
@@ -109,7 +140,7 @@ class TpuBackend(Backend):
         """reduce_scatter_tensor: `input` is split along dim 0, one part per rank."""
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         full = _host(input).clone()
-        self._gloo.allreduce([full], self._allreduce_options(opts)).wait()
+        self._allreduce_host([full], opts.reduceOp)
         _write_back(output, full.chunk(self.size())[self.rank()])
         return _done([output])
 
@@ -135,12 +166,6 @@ class TpuBackend(Backend):
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
-
-    @staticmethod
-    def _allreduce_options(opts) -> dist.AllreduceOptions:
-        out = dist.AllreduceOptions()
-        out.reduceOp = opts.reduceOp
-        return out
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts if opts is not None else dist.GatherOptions()
