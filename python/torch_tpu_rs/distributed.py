@@ -110,14 +110,20 @@ class TpuBackend(Backend):
                 _write_back(t, h)
         return _done(list(tensors))
 
-    def allgather(self, output_lists, inputs, opts=None):
-        opts = opts if opts is not None else dist.AllgatherOptions()
+    @staticmethod
+    def _gathered_on_host(output_lists, inputs, collective):
+        """Runs `collective(host output lists, host inputs)`, then writes the
+        host outputs back (all_gather, gather)."""
         host_out = [[_host(t) for t in outs] for outs in output_lists]
-        self._gloo.allgather(host_out, [_host(t) for t in inputs], opts).wait()
+        collective(host_out, [_host(t) for t in inputs]).wait()
         for outs, hosts in zip(output_lists, host_out):
             for t, h in zip(outs, hosts):
                 _write_back(t, h)
         return _done([t for outs in output_lists for t in outs])
+
+    def allgather(self, output_lists, inputs, opts=None):
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        return self._gathered_on_host(output_lists, inputs, lambda o, i: self._gloo.allgather(o, i, opts))
 
     def _allgather_base(self, output, input, opts=None):
         """all_gather_into_tensor: the ranks' inputs stacked along dim 0."""
@@ -169,12 +175,7 @@ class TpuBackend(Backend):
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts if opts is not None else dist.GatherOptions()
-        host_out = [[_host(t) for t in outs] for outs in output_lists]
-        self._gloo.gather(host_out, [_host(t) for t in inputs], opts).wait()
-        for outs, hosts in zip(output_lists, host_out):
-            for t, h in zip(outs, hosts):
-                _write_back(t, h)
-        return _done([t for outs in output_lists for t in outs])
+        return self._gathered_on_host(output_lists, inputs, lambda o, i: self._gloo.gather(o, i, opts))
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts if opts is not None else dist.ScatterOptions()

@@ -6,14 +6,10 @@
 //! copied from there like any same-device copy (dtype conversion,
 //! broadcasting, strided views). Any other op with tensors on two devices
 //! fails as on CUDA, naming both devices.
-use std::sync::Arc;
-
 use crate::call::{Call, CallArg, CallValue, TensorRef};
 use crate::dispatch::RetValue;
 use crate::error::{EngineError, Result};
-use crate::runtime::engine;
-use crate::storage::Storage;
-use crate::transfer::{contiguous_strides, download, element_type};
+use crate::transfer::{dense_view, download, storage_from_host};
 
 /// The first two distinct devices among the call's tensors, if there are two.
 /// (Runs for every op: no allocation.)
@@ -62,18 +58,8 @@ pub fn handle(call: &Call, run: impl FnOnce(&Call) -> Result<Vec<RetValue>>) -> 
     let nbytes = numel.max(0) as usize * src.dtype.size_bytes();
     let mut bytes = vec![0u8; nbytes];
     download(src, &mut bytes)?;
-    let engine = engine()?;
-    let device = engine.device(dst.storage.device)?;
-    let buffer = engine.client.buffer_from_host(&bytes, element_type(src.dtype), &[numel], device)?;
-    let moved = Storage::with_buffer(Arc::new(buffer), src.dtype, nbytes, dst.storage.device);
-    let local = TensorRef {
-        storage: &moved,
-        dtype: src.dtype,
-        sizes: src.sizes.clone(),
-        strides: contiguous_strides(&src.sizes),
-        offset: 0,
-        wrapped: src.wrapped,
-    };
+    let moved = storage_from_host(&bytes, src.dtype, dst.storage.device)?;
+    let local = TensorRef { wrapped: src.wrapped, ..dense_view(&moved, src.dtype, &src.sizes) };
     let mut args: Vec<CallArg> = call.args.clone();
     args[1].value = CallValue::Tensor(local);
     let local_call = Call { op: call.op, args, ret_alias: call.ret_alias.clone(), ret_kind: call.ret_kind.clone() };

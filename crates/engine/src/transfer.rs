@@ -48,22 +48,15 @@ pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
             lowering::dtypes::name(dst.dtype)
         )));
     }
-    let device = engine.device(dst.storage.device)?;
-    let buffer = Arc::new(engine.client.buffer_from_host(bytes, element_type(dst.dtype), &[numel], device)?);
     if dst.is_whole() {
+        let device = engine.device(dst.storage.device)?;
+        let buffer = Arc::new(engine.client.buffer_from_host(bytes, element_type(dst.dtype), &[numel], device)?);
         dst.storage.set(buffer, dst.dtype);
         return Ok(());
     }
     // Partial view: write through copy_ from a temporary storage.
-    let tmp = Storage::with_buffer(buffer, dst.dtype, need, dst.storage.device);
-    let src = TensorRef {
-        storage: &tmp,
-        dtype: dst.dtype,
-        sizes: dst.sizes.clone(),
-        strides: contiguous_strides(&dst.sizes),
-        offset: 0,
-        wrapped: false,
-    };
+    let tmp = storage_from_host(bytes, dst.dtype, dst.storage.device)?;
+    let src = dense_view(&tmp, dst.dtype, &dst.sizes);
     let call = Call {
         op: "aten::copy_",
         args: vec![
@@ -75,6 +68,19 @@ pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
     };
     run_now(&call)?;
     Ok(())
+}
+
+/// A new storage on `device` holding `bytes`, a dense tensor of `dtype`.
+pub fn storage_from_host(bytes: &[u8], dtype: DType, device: i32) -> Result<Storage> {
+    let engine = engine()?;
+    let numel = (bytes.len() / dtype.size_bytes()) as i64;
+    let buffer = engine.client.buffer_from_host(bytes, element_type(dtype), &[numel], engine.device(device)?)?;
+    Ok(Storage::with_buffer(Arc::new(buffer), dtype, bytes.len(), device))
+}
+
+/// The contiguous view of shape `sizes` over the start of `storage`.
+pub fn dense_view<'a>(storage: &'a Storage, dtype: DType, sizes: &[i64]) -> TensorRef<'a> {
+    TensorRef { storage, dtype, sizes: sizes.to_vec(), strides: contiguous_strides(sizes), offset: 0, wrapped: false }
 }
 
 /// Copies the view `src` into contiguous host bytes. A host sync.
