@@ -214,6 +214,37 @@ def test_fsdp2_and_dtensor_across_two_processes():
             torch.testing.assert_close(torch.tensor(got), want)
 
 
+def compiled_ddp_worker(rank, store_path, results):
+    """torch.compile(backend="tpu") of a DDP model: Dynamo's DDP optimizer
+    splits the graph at gradient buckets; the all-reduces still run."""
+    import torch.distributed as dist
+
+    import torch_tpu_rs  # noqa: F401
+
+    dist.init_process_group("tpu", init_method=f"file://{store_path}", rank=rank, world_size=WORLD)
+    try:
+        dev = torch.device("tpu", rank)
+        model = make_model().to(dev)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        compiled = torch.compile(ddp, backend="tpu")
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        for x in batches():
+            opt.zero_grad()
+            compiled(x[2 * rank:2 * rank + 2].to(dev)).pow(2).mean().backward()
+            opt.step()
+        results.put((rank, {"params": [p.detach().cpu().tolist() for p in model.parameters()]}))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_compiled_ddp_across_two_processes():
+    outs = run_ranks(compiled_ddp_worker)
+    reference = cpu_reference()
+    for out in outs.values():
+        for got, want in zip(out["params"], reference):
+            torch.testing.assert_close(torch.tensor(got), want)
+
+
 def test_torchrun_ddp_example():
     """examples/train_ddp.py under torchrun: two ranks train, and their
     replicas end identical."""
