@@ -245,7 +245,7 @@ fn adam_step(lx: &mut Lower, args: &Args, mode: AdamMode) -> R {
     let mut new_grads = Vec::with_capacity(n);
     let mut new_avgs = Vec::with_capacity(n);
     let mut new_sqs = Vec::with_capacity(n);
-    let mut new_maxes = Vec::with_capacity(if amsgrad { n } else { 0 });
+    let mut new_maxes = Vec::with_capacity(max_sqs.len());
     for i in 0..n {
         let (p, g) = (&params[i], &grads[i]);
         if steps[i].shape.iter().product::<i64>() != 1 {
@@ -293,11 +293,11 @@ fn adam_step(lx: &mut Lower, args: &Args, mode: AdamMode) -> R {
         let g2 = e.lx.b.mul(g2, grad)?;
         let sq = e.lx.b.add(sq_decayed, g2)?;
         let mut denom_src = sq;
+        let mut new_max = None;
         if amsgrad {
             let max0 = e.load(&max_sqs[i])?;
-            let m = e.lx.b.max(max0, sq)?;
-            new_maxes.push((m, i));
-            denom_src = m;
+            denom_src = e.lx.b.max(max0, sq)?;
+            new_max = Some(e.lx.cast(denom_src, max_sqs[i].dtype)?);
         }
         let root = e.lx.b.sqrt(denom_src)?;
         let bc2s = e.splat(bc2_sqrt)?;
@@ -316,18 +316,16 @@ fn adam_step(lx: &mut Lower, args: &Args, mode: AdamMode) -> R {
         new_grads.push(unless_skipped(lx, skip, stored_grad, g.value)?);
         new_avgs.push(unless_skipped(lx, skip, av, exp_avgs[i].value)?);
         new_sqs.push(unless_skipped(lx, skip, sv, exp_avg_sqs[i].value)?);
+        if let Some(mv) = new_max {
+            new_maxes.push(unless_skipped(lx, skip, mv, max_sqs[i].value)?);
+        }
     }
-    let mut maxes = Vec::with_capacity(new_maxes.len());
-    for (m, i) in new_maxes {
-        let mv = lx.cast(m, max_sqs[i].dtype)?;
-        maxes.push(unless_skipped(lx, skip, mv, max_sqs[i].value)?);
-    }
-    // The engine takes one value per tensor of each written list, in order.
-    // An unused max_exp_avg_sqs list (amsgrad off) still gets its tensors back.
+    // The engine takes one value per tensor of each written list, in order:
+    // a max_exp_avg_sqs list passed with amsgrad off gets its tensors back.
     if !amsgrad {
-        maxes = max_sqs.iter().map(|t| t.value).collect();
+        new_maxes = max_sqs.iter().map(|t| t.value).collect();
     }
-    Ok([new_params, new_grads, new_avgs, new_sqs, maxes].concat())
+    Ok([new_params, new_grads, new_avgs, new_sqs, new_maxes].concat())
 }
 
 /// `_fused_sgd_(params, grads, momentum_buffer_list, *, weight_decay,
@@ -363,6 +361,7 @@ fn sgd(lx: &mut Lower, args: &Args) -> R {
         let param0 = e.load(p)?;
         let (mut grad, stored_grad) = effective_grad(&mut e, g, grad_scale, maximize)?;
         grad = add_scaled_unless_zero(&mut e, grad, param0, weight_decay)?;
+        let mut new_buf = None;
         if has_momentum {
             let buf = if is_first_step {
                 grad
@@ -383,9 +382,7 @@ fn sgd(lx: &mut Lower, args: &Args) -> R {
             } else {
                 buf
             };
-            let bv = e.lx.cast(buf, bufs[i].dtype)?;
-            new_bufs.push(unless_skipped(lx, skip, bv, bufs[i].value)?);
-            e = Elem { lx: &mut *lx, shape: p.shape.clone(), dtype: wide(p.dtype) };
+            new_buf = Some(e.lx.cast(buf, bufs[i].dtype)?);
         }
         let lr_e = e.splat(lr)?;
         let step = e.lx.b.mul(grad, lr_e)?;
@@ -393,6 +390,9 @@ fn sgd(lx: &mut Lower, args: &Args) -> R {
         let pv = e.lx.cast(param, p.dtype)?;
         new_params.push(unless_skipped(lx, skip, pv, p.value)?);
         new_grads.push(unless_skipped(lx, skip, stored_grad, g.value)?);
+        if let Some(bv) = new_buf {
+            new_bufs.push(unless_skipped(lx, skip, bv, bufs[i].value)?);
+        }
     }
     Ok([new_params, new_grads, new_bufs].concat())
 }
