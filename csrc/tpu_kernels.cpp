@@ -9,6 +9,8 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -112,9 +114,31 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage_offset(self, std::move(storage), 0, {0}, {});
 }
 
+// The same memory without the lazy conjugate/negative bits of conj() and
+// _neg_view() (each of those views toggles its bit).
+at::Tensor physical(const at::Tensor& t) {
+  at::Tensor p = t.is_conj() ? t.conj() : t;
+  return p.is_neg() ? p._neg_view() : p;
+}
+
+at::Tensor copy_physical(const at::Tensor& self, const at::Tensor& dst);
+
 // Host<->device copies. The host side (dtype conversion, strides,
 // broadcasting) is done by PyTorch's CPU kernels; the engine moves bytes.
+// The conjugate/negative bits are resolved as copy_ does on the CPU: copy the
+// stored values, then conjugate or negate the destination where they differ.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg()) {
+    at::Tensor d = physical(dst);
+    copy_physical(physical(self), d);
+    if (self.is_conj() != dst.is_conj()) d.conj_physical_();
+    if (self.is_neg() != dst.is_neg()) d.neg_();
+    return dst;
+  }
+  return copy_physical(self, dst);
+}
+
+at::Tensor copy_physical(const at::Tensor& self, const at::Tensor& dst) {
   if (self.is_cpu()) {
     auto src = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
     TpuTensor d = describe(dst);
@@ -161,6 +185,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  // Complex <-> (re, im) float pairs: views; the engine reinterprets the bytes.
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_storage));
@@ -169,6 +196,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("record_stream", TORCH_FN(record_stream));
+}
+
+// copy_ reaches _copy_from with the lazy conj/neg bits still set; copy_from
+// resolves them (the generic fallbacks would clone, i.e. copy_, again).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 // Autocast on tpu: no per-op rules yet, so every op passes straight through.

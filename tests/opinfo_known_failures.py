@@ -19,34 +19,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('as_strided', 'partial_views', 'float64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'int32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
  ('as_strided', 'partial_views', 'int64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
- ('cdouble', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, i',
- ('cdouble', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                 'float64, float16, bfloat16, int64, int32, int16, i',
- ('cdouble', '', 'float16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, i',
- ('cdouble', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, i',
- ('cdouble', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, i',
- ('cdouble', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int16, i',
- ('cdouble', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int16, i',
- ('cfloat', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('cfloat', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                'float64, float16, bfloat16, int64, int32, int16, in',
- ('cfloat', '', 'float16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('cfloat', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('cfloat', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('cfloat', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                 'float64, float16, bfloat16, int64, int32, int16, in',
- ('cfloat', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                    'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
@@ -63,96 +35,92 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',
- ('complex', '', 'float32', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex64 is not supported on the tpu device (supported: '
-                                    'float32, float64, float16, bfloat16, int64, int32, int',
- ('complex', '', 'float64', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex128 is not supported on the tpu device (supported: '
-                                    'float32, float64, float16, bfloat16, int64, int32, in',
  ('fft.fft', '', 'bool', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.fft', '', 'float32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.fft', '', 'float64', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.fft', '', 'int32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.fft', '', 'int64', 'fwd'): 'not lowered: aten::_fft_r2c',
- ('fft.fft2', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fft2', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fft2', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.fft2', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fft2', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fftn', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fftn', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fftn', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.fftn', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.fftn', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft', '', 'float32', 'grad'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.hfft', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft2', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft2', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft2', '', 'float32', 'grad'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                       'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft2', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.hfft2', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfft2', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfftn', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfftn', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfftn', '', 'float32', 'grad'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                       'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfftn', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.hfftn', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.hfftn', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
+ ('fft.fft2', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                  '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fft2', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fft2', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex128 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.fft2', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fft2', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fftn', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                  '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fftn', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fftn', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex128 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.fftn', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.fftn', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                  '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft', '', 'float32', 'grad'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex128 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.hfft', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft2', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft2', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft2', '', 'float32', 'grad'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft2', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex128 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.hfft2', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfft2', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfftn', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfftn', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfftn', '', 'float32', 'grad'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfftn', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex128 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.hfftn', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.hfftn', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
  ('fft.ifft', '', 'bool', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ifft', '', 'float32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ifft', '', 'float64', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ifft', '', 'int32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ifft', '', 'int64', 'fwd'): 'not lowered: aten::_fft_r2c',
- ('fft.ifft2', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifft2', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifft2', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.ifft2', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifft2', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifftn', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifftn', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifftn', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.ifftn', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.ifftn', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
+ ('fft.ifft2', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifft2', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifft2', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex128 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.ifft2', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifft2', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifftn', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifftn', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifftn', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex128 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.ifftn', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.ifftn', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2c does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
  ('fft.ihfft', '', 'bool', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ihfft', '', 'float32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ihfft', '', 'float64', 'fwd'): 'not lowered: aten::_fft_r2c',
@@ -168,42 +136,42 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('fft.ihfftn', '', 'float64', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ihfftn', '', 'int32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.ihfftn', '', 'int64', 'fwd'): 'not lowered: aten::_fft_r2c',
- ('fft.irfft', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                   'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft', '', 'float32', 'grad'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                       'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                      'float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.irfft', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft2', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft2', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                       'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft2', '', 'float32', 'grad'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: '
-                                        'float32, float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft2', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: '
-                                       'float32, float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.irfft2', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfft2', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfftn', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                    'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfftn', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                       'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfftn', '', 'float32', 'grad'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: '
-                                        'float32, float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfftn', '', 'float64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex128 is not supported on the tpu device (supported: '
-                                       'float32, float64, float16, bfloat16, int64, int32, int16, i',
- ('fft.irfftn', '', 'int32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
- ('fft.irfftn', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                     'float64, float16, bfloat16, int64, int32, int16, in',
+ ('fft.irfft', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                   '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft', '', 'float32', 'grad'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex128 tensors on the tpu device yet '
+                                      '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.irfft', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft2', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft2', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft2', '', 'float32', 'grad'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                        '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft2', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex128 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.irfft2', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfft2', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfftn', '', 'bool', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                    '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfftn', '', 'float32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfftn', '', 'float32', 'grad'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                        '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfftn', '', 'float64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex128 tensors on the tpu device yet '
+                                       '(complex tensors work with view_as_real/view_as_compl',
+ ('fft.irfftn', '', 'int32', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
+ ('fft.irfftn', '', 'int64', 'fwd'): 'error: NotImplementedError: aten::_fft_c2r does not support torch.complex64 tensors on the tpu device yet '
+                                     '(complex tensors work with view_as_real/view_as_comple',
  ('fft.rfft', '', 'bool', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.rfft', '', 'float32', 'fwd'): 'not lowered: aten::_fft_r2c',
  ('fft.rfft', '', 'float64', 'fwd'): 'not lowered: aten::_fft_r2c',
@@ -261,10 +229,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('nn.functional.interpolate', 'trilinear', 'float16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('polar', '', 'float16', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16',
- ('polar', '', 'float32', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex64 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int16',
- ('polar', '', 'float64', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex128 is not supported on the tpu device (supported: float32, '
-                                  'float64, float16, bfloat16, int64, int32, int1',
  ('sort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('sort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('sort', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
@@ -306,8 +270,7 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('topk', '', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('topk', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('topk', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
- ('view_as_complex', '', 'float16', 'fwd'): 'not lowered: aten::view_as_complex',
- ('view_as_complex', '', 'float32', 'fwd'): 'not lowered: aten::view_as_complex',
- ('view_as_complex', '', 'float64', 'fwd'): 'not lowered: aten::view_as_complex'}
+ ('view_as_complex', '', 'float16', 'fwd'): 'error: TypeError: aten::copy_ (tpu -> cpu): dtype torch.complex32 is not supported on the tpu device '
+                                            '(supported: float32, float64, float16, bfloat16, int64, int'}
 
 CRASHES = {}

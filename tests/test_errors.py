@@ -32,8 +32,10 @@ def test_zero_dim_cpu_tensor_is_a_scalar():
 
 
 def test_unsupported_dtype():
-    with pytest.raises(TypeError, match="complex64"):
-        torch.ones(3, dtype=torch.complex64).to("tpu") + 1
+    with pytest.raises(TypeError, match="complex32"):
+        torch.ones(3, dtype=torch.complex32).to("tpu") + 1
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        torch.ones(3).to(torch.float8_e4m3fn).to("tpu")
     device_still_works()
 
 

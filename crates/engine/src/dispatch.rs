@@ -479,6 +479,14 @@ fn read_number(engine: &Engine, buf: &pjrt::Buffer, dtype: DType) -> Result<RetV
         DType::U8 => RetValue::Int(bytes[0] as i64),
         DType::U32 => RetValue::Int(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64),
         DType::U64 => RetValue::Int(u64::from_le_bytes(arr8(&bytes)) as i64),
+        DType::C64 | DType::C128 => {
+            return Err(EngineError::new(
+                ErrorKind::NotImplemented,
+                "aten::_local_scalar_dense: .item() of a complex tpu tensor is not supported; \
+                 read it with .cpu().item()"
+                    .to_string(),
+            ))
+        }
     })
 }
 

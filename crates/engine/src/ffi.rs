@@ -233,7 +233,23 @@ pub unsafe extern "C" fn tpu_engine_storage_resize(storage: *mut c_void, new_nby
 }
 
 fn dtype_of(code: i32, op: &str) -> Result<DType> {
-    lowering::dtypes::from_torch(code).ok_or_else(|| {
+    let dtype = lowering::dtypes::from_torch(code);
+    if let Some(d) = dtype.filter(|d| d.is_complex() && !lowering::accepts_complex(op)) {
+        // Counts as unlowered: TORCH_TPU_CPU_FALLBACK=1 runs it on the CPU.
+        let mut e = EngineError::new(
+            ErrorKind::NotImplemented,
+            format!(
+                "{op} does not support {} tensors on the tpu device yet (complex tensors work with \
+                 view_as_real/view_as_complex, polar, complex, conj, abs, angle, add/sub/mul/div, \
+                 copies and cat). Split the tensor with torch.view_as_real, move it to the CPU, or \
+                 set TORCH_TPU_CPU_FALLBACK=1 to run such ops on the CPU.",
+                lowering::dtypes::name(d)
+            ),
+        );
+        e.not_lowered = true;
+        return Err(e);
+    }
+    dtype.ok_or_else(|| {
         EngineError::new(
             ErrorKind::Type,
             format!(

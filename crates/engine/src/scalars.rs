@@ -34,6 +34,12 @@ pub fn scalar_bytes(dtype: DType, f: f64, i: i64) -> Vec<u8> {
         DType::U32 => (i as u32).to_le_bytes().to_vec(),
         DType::U64 => (i as u64).to_le_bytes().to_vec(),
         DType::Bool => vec![(i != 0) as u8],
+        // A real number: the imaginary part is zero.
+        DType::C64 | DType::C128 => {
+            let mut bytes = scalar_bytes(dtype.complex_part().unwrap(), f, i);
+            bytes.resize(dtype.size_bytes(), 0);
+            bytes
+        }
     }
 }
 

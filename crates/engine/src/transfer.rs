@@ -27,6 +27,8 @@ pub fn element_type(d: DType) -> pjrt::ElementType {
         DType::BF16 => E::BF16,
         DType::F32 => E::F32,
         DType::F64 => E::F64,
+        DType::C64 => E::C64,
+        DType::C128 => E::C128,
     }
 }
 

@@ -60,6 +60,9 @@ impl<'a> Lower<'a> {
         if self.dtype(v) == dtype {
             return Ok(v);
         }
+        if self.dtype(v).is_complex() || dtype.is_complex() {
+            return self.cast_complex(v, dtype);
+        }
         if dtype == DType::Bool {
             // torch: nonzero is true (a plain convert would too, but be explicit).
             let src = self.dtype(v);
@@ -69,6 +72,33 @@ impl<'a> Lower<'a> {
             return Ok(self.b.compare(v, zero, stablehlo::CompareDir::Ne)?);
         }
         Ok(self.b.convert(v, dtype)?)
+    }
+
+    /// Casts to or from a complex type through the parts, as torch does:
+    /// complex -> real keeps the real part, complex -> bool is "nonzero",
+    /// real -> complex has a zero imaginary part.
+    fn cast_complex(&mut self, v: Value, dtype: DType) -> Result<Value> {
+        let from = self.dtype(v);
+        let (re, im) = match from.complex_part() {
+            Some(_) => (self.b.real(v)?, Some(self.b.imag(v)?)),
+            None => (v, None),
+        };
+        match dtype.complex_part() {
+            Some(part) => {
+                let re = self.cast(re, part)?;
+                let im = match im {
+                    Some(im) => self.cast(im, part)?,
+                    None => self.full(part, 0.0, &self.shape(v))?,
+                };
+                Ok(self.b.complex(re, im)?)
+            }
+            None if dtype == DType::Bool => {
+                let re = self.cast(re, DType::Bool)?;
+                let im = self.cast(im.expect("complex source"), DType::Bool)?;
+                Ok(self.b.or(re, im)?)
+            }
+            None => self.cast(re, dtype),
+        }
     }
 
     /// Broadcasts `v` (numpy rules) to `shape`.

@@ -2,7 +2,7 @@
 use stablehlo::DType;
 
 /// The StableHLO dtype of a c10::ScalarType code, or None for the dtypes the
-/// engine does not handle (complex, quantized, float8, ...).
+/// engine does not handle (complex32, quantized, float8, ...).
 pub fn from_torch(code: i32) -> Option<DType> {
     Some(match code {
         0 => DType::U8,
@@ -13,6 +13,8 @@ pub fn from_torch(code: i32) -> Option<DType> {
         5 => DType::F16,
         6 => DType::F32,
         7 => DType::F64,
+        9 => DType::C64,
+        10 => DType::C128,
         11 => DType::Bool,
         15 => DType::BF16,
         _ => return None,
@@ -29,6 +31,8 @@ pub fn to_torch(d: DType) -> i32 {
         DType::F16 => 5,
         DType::F32 => 6,
         DType::F64 => 7,
+        DType::C64 => 9,
+        DType::C128 => 10,
         DType::Bool => 11,
         DType::BF16 => 15,
         DType::U32 => 27,

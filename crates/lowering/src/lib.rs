@@ -18,5 +18,6 @@ mod ops;
 pub use args::{Arg, Args, ScalarArg, TensorArg};
 pub use ctx::Lower;
 pub use error::{ErrorKind, LowerError, Result};
+pub use ops::complex::accepts_complex;
 pub use ops::optim::RUNTIME_FLOAT_OPS;
 pub use table::{lookup, OpEntry};

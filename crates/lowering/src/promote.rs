@@ -7,6 +7,7 @@ fn category(d: DType) -> u8 {
     match d {
         DType::Bool => 0,
         d if d.is_float() => 2,
+        d if d.is_complex() => 3,
         _ => 1,
     }
 }
@@ -16,6 +17,11 @@ pub fn promote_types(a: DType, b: DType) -> DType {
     use DType::*;
     if a == b {
         return a;
+    }
+    if a.is_complex() || b.is_complex() {
+        // The wider of the two parts' float types.
+        let part = |d: DType| d.complex_part().unwrap_or(if d == F64 { F64 } else { F32 });
+        return if part(a) == F64 || part(b) == F64 { C128 } else { C64 };
     }
     match (category(a), category(b)) {
         (0, _) => return b,
@@ -63,8 +69,11 @@ pub fn promote_types(a: DType, b: DType) -> DType {
 
 fn combine(higher: Option<DType>, lower: Option<DType>) -> Option<DType> {
     match (higher, lower) {
-        (Some(h), _) if category(h) == 2 => Some(h),
-        (Some(h), Some(l)) if h == DType::Bool || category(l) == 2 => Some(promote_types(h, l)),
+        // A complex operand of a lower class makes a float result complex at
+        // the float's precision (float64 tensor * complex64 scalar: complex128).
+        (Some(h), Some(l)) if category(h) == 2 && l.is_complex() => Some(h.complex_of()),
+        (Some(h), _) if category(h) >= 2 => Some(h),
+        (Some(h), Some(l)) if h == DType::Bool || category(l) >= 2 => Some(promote_types(h, l)),
         (Some(h), _) => Some(h),
         (None, l) => l,
     }
@@ -81,6 +90,7 @@ pub fn result_type(operands: &[&Operand]) -> DType {
             PromoClass::Wrapped => (
                 2,
                 match category(o.dtype) {
+                    3 => DType::C64,
                     2 => DType::F32,
                     1 => DType::I64,
                     _ => DType::Bool,
@@ -117,6 +127,11 @@ mod tests {
         use DType::*;
         use PromoClass::*;
         assert_eq!(result_type(&[&op(I64, Dimensioned), &op(F64, Wrapped)]), F32);
+        assert_eq!(result_type(&[&op(C64, Dimensioned), &op(F64, Dimensioned)]), C128);
+        assert_eq!(result_type(&[&op(C64, Dimensioned), &op(F64, Wrapped)]), C64);
+        assert_eq!(result_type(&[&op(F64, Dimensioned), &op(C64, ZeroDim)]), C128);
+        assert_eq!(result_type(&[&op(BF16, Dimensioned), &op(C64, Dimensioned)]), C64);
+        assert_eq!(result_type(&[&op(I32, Dimensioned), &op(C128, ZeroDim)]), C128);
         assert_eq!(result_type(&[&op(F16, Dimensioned), &op(F64, Wrapped)]), F16);
         assert_eq!(result_type(&[&op(I32, Dimensioned), &op(I64, Wrapped)]), I32);
         assert_eq!(result_type(&[&op(Bool, Dimensioned), &op(I64, Wrapped)]), I64);

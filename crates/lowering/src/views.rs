@@ -47,6 +47,31 @@ pub fn storage_as(b: &mut Builder, buf: Value, from: DType, to: DType) -> Result
     if from == to {
         return Ok(buf);
     }
+    // Complex values have no bitcast: go through their parts, stored
+    // interleaved (re, im) as torch.view_as_real shows them.
+    if let Some(part) = from.complex_part() {
+        let n = b.ty(buf).shape[0];
+        let re = b.real(buf)?;
+        let im = b.imag(buf)?;
+        let re = b.reshape(re, &[n, 1])?;
+        let im = b.reshape(im, &[n, 1])?;
+        let pairs = b.concatenate(&[re, im], 1)?;
+        let parts = b.reshape(pairs, &[2 * n])?;
+        return storage_as(b, parts, part, to);
+    }
+    if let Some(part) = to.complex_part() {
+        let parts = storage_as(b, buf, from, part)?;
+        let n = b.ty(parts).shape[0];
+        if n % 2 != 0 {
+            bail!(Runtime, "cannot view a storage of {n} {:?} elements as {:?}", part, to);
+        }
+        let pairs = b.reshape(parts, &[n / 2, 2])?;
+        let re = b.slice(pairs, &[0, 0], &[n / 2, 1], &[1, 1])?;
+        let im = b.slice(pairs, &[0, 1], &[n / 2, 2], &[1, 1])?;
+        let re = b.reshape(re, &[n / 2])?;
+        let im = b.reshape(im, &[n / 2])?;
+        return Ok(b.complex(re, im)?);
+    }
     if from == DType::Bool {
         let bytes = b.convert(buf, DType::U8)?;
         return storage_as(b, bytes, DType::U8, to);

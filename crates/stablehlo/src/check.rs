@@ -11,6 +11,8 @@ pub(crate) enum Accepts {
     Any,
     /// Integers and floats (not bool).
     Numeric,
+    /// Integers, floats and complex numbers (not bool).
+    Arithmetic,
     Float,
     /// Bool and integers.
     IntOrBool,
@@ -24,6 +26,7 @@ impl Accepts {
         match self {
             Accepts::Any => true,
             Accepts::Numeric => d.is_integer() || d.is_float(),
+            Accepts::Arithmetic => d.is_integer() || d.is_float() || d.is_complex(),
             Accepts::Float => d.is_float(),
             Accepts::IntOrBool => d.is_integer() || d.is_bool(),
             Accepts::Int => d.is_integer(),
@@ -35,6 +38,7 @@ impl Accepts {
         match self {
             Accepts::Any => "any element type",
             Accepts::Numeric => "integer or floating-point elements",
+            Accepts::Arithmetic => "integer, floating-point or complex elements",
             Accepts::Float => "floating-point elements",
             Accepts::IntOrBool => "boolean or integer elements",
             Accepts::Int => "integer elements",

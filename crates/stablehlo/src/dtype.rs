@@ -19,10 +19,15 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    /// Complex of two f32 (real, imag), torch.complex64.
+    C64,
+    /// Complex of two f64, torch.complex128.
+    C128,
 }
 
 impl DType {
-    /// Every element type, in declaration order.
+    /// Every real element type, in declaration order (the complex types are
+    /// left out: most ops are defined on these only).
     pub const ALL: [DType; 12] = [
         DType::Bool,
         DType::U8,
@@ -53,6 +58,8 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::C64 => "complex<f32>",
+            DType::C128 => "complex<f64>",
         }
     }
 
@@ -62,7 +69,8 @@ impl DType {
             DType::Bool | DType::U8 | DType::I8 => 1,
             DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
+            DType::U64 | DType::I64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
@@ -76,6 +84,28 @@ impl DType {
 
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// The float type of each part of a complex type.
+    pub fn complex_part(self) -> Option<DType> {
+        match self {
+            DType::C64 => Some(DType::F32),
+            DType::C128 => Some(DType::F64),
+            _ => None,
+        }
+    }
+
+    /// The complex type whose parts are `self` (f16 and bf16 widen to
+    /// complex64: there is no complex32 here).
+    pub fn complex_of(self) -> DType {
+        match self {
+            DType::F64 | DType::C128 => DType::C128,
+            _ => DType::C64,
+        }
     }
 
     /// Signed or unsigned integer; `Bool` is not an integer here.

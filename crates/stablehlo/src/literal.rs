@@ -147,7 +147,10 @@ fn int_element(dtype: DType, v: i128) -> String {
 /// A literal element from an f64: floats round to the dtype, integers truncate
 /// toward zero and saturate to the dtype's range (NaN → 0), bool is `v != 0`.
 pub(crate) fn element_from_f64(dtype: DType, v: f64) -> String {
-    if dtype.is_float() {
+    if let Some(part) = dtype.complex_part() {
+        // A real value: imaginary part zero.
+        format!("({}, {})", float_element(part, v), float_element(part, 0.0))
+    } else if dtype.is_float() {
         float_element(dtype, v)
     } else if dtype == DType::Bool {
         int_element(dtype, (v != 0.0) as i128)
@@ -160,8 +163,8 @@ pub(crate) fn element_from_f64(dtype: DType, v: f64) -> String {
 /// A literal element from an i64: integers wrap to the dtype's width, floats
 /// round to nearest.
 pub(crate) fn element_from_i64(dtype: DType, v: i64) -> String {
-    if dtype.is_float() {
-        float_element(dtype, v as f64)
+    if dtype.is_float() || dtype.is_complex() {
+        element_from_f64(dtype, v as f64)
     } else {
         int_element(dtype, v as i128)
     }

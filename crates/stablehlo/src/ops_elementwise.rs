@@ -63,10 +63,10 @@ macro_rules! unary_ops {
 binary_ops! {
     /// Addition (logical or for bool).
     add => "stablehlo.add", Accepts::Any;
-    sub => "stablehlo.subtract", Accepts::Numeric;
+    sub => "stablehlo.subtract", Accepts::Arithmetic;
     /// Multiplication (logical and for bool).
     mul => "stablehlo.multiply", Accepts::Any;
-    div => "stablehlo.divide", Accepts::Numeric;
+    div => "stablehlo.divide", Accepts::Arithmetic;
     /// Remainder with the sign of the dividend (C `fmod` / truncated division).
     rem => "stablehlo.remainder", Accepts::Numeric;
     max => "stablehlo.maximum", Accepts::Any;
@@ -82,7 +82,7 @@ binary_ops! {
 }
 
 unary_ops! {
-    neg => "stablehlo.negate", Accepts::Numeric;
+    neg => "stablehlo.negate", Accepts::Arithmetic;
     abs => "stablehlo.abs", Accepts::SignedOrFloat;
     exp => "stablehlo.exponential", Accepts::Float;
     exponential_minus_one => "stablehlo.exponential_minus_one", Accepts::Float;
@@ -199,6 +199,35 @@ impl Builder {
     }
 
     /// Elementwise value conversion to `dtype` (returns `v` itself if already `dtype`).
+    /// A complex tensor from its real and imaginary parts (both f32 or both f64).
+    pub fn complex(&mut self, re: Value, im: Value) -> Result<Value> {
+        const OP: &str = "stablehlo.complex";
+        let (a, b) = (self.type_of(OP, re)?, self.type_of(OP, im)?);
+        same_type(OP, &a, &b)?;
+        if !matches!(a.dtype, DType::F32 | DType::F64) {
+            bail!(OP, "expects f32 or f64 parts, got {a}");
+        }
+        Ok(self.emit1(OP, &[re, im], &[], TensorType::new(a.dtype.complex_of(), a.shape)))
+    }
+
+    /// The real part of a complex tensor.
+    pub fn real(&mut self, v: Value) -> Result<Value> {
+        self.complex_part("stablehlo.real", v)
+    }
+
+    /// The imaginary part of a complex tensor.
+    pub fn imag(&mut self, v: Value) -> Result<Value> {
+        self.complex_part("stablehlo.imag", v)
+    }
+
+    fn complex_part(&mut self, op: &'static str, v: Value) -> Result<Value> {
+        let t = self.type_of(op, v)?;
+        let Some(part) = t.dtype.complex_part() else {
+            bail!(op, "expects complex elements, got {t}");
+        };
+        Ok(self.emit1(op, &[v], &[], TensorType::new(part, t.shape)))
+    }
+
     pub fn convert(&mut self, v: Value, dtype: DType) -> Result<Value> {
         const OP: &str = "stablehlo.convert";
         let t = self.type_of(OP, v)?;

@@ -453,3 +453,22 @@ fn mixed_precision_dot_and_f16_shapes() {
     let k = as_f64(&out[2].bytes);
     assert!(k[0] == 0.5 && k[1].is_nan());
 }
+
+#[test]
+fn complex_parts_and_arithmetic() {
+    let c = client_or_skip!();
+    let mut b = Builder::new();
+    let re = b.arg(t(DType::F32, &[2]));
+    let im = b.arg(t(DType::F32, &[2]));
+    let z = b.complex(re, im).unwrap();
+    assert_eq!(b.ty(z).to_string(), "tensor<2xcomplex<f32>>");
+    let sq = b.mul(z, z).unwrap(); // (a + bi)^2 = a^2 - b^2 + 2abi
+    let two = b.splat(DType::C64, 2.0, &[2]).unwrap();
+    let half = b.div(sq, two).unwrap();
+    let (r, i) = (b.real(half).unwrap(), b.imag(half).unwrap());
+    let out = run(&c, &b, &[r, i, z], &[f32s(&[2], &[1., 3.]), f32s(&[2], &[2., -1.])]);
+    assert_eq!(as_f32(&out[0].bytes), vec![-1.5, 4.]);
+    assert_eq!(as_f32(&out[1].bytes), vec![2., -3.]);
+    // A complex buffer holds (re, im) pairs.
+    assert_eq!(as_f32(&out[2].bytes), vec![1., 2., 3., -1.]);
+}

@@ -328,6 +328,8 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
         tpu_glue_register_engine_kernels(c"_scaled_dot_product_fused_attention_overrideable".as_ptr());
         // Its CompositeExplicitAutograd kernel calls batch_norm_cpu directly.
         tpu_glue_register_engine_kernels(c"_batch_norm_no_update".as_ptr());
+        // Its CompositeExplicitAutograd kernel calls a CPU/CUDA-only stub.
+        tpu_glue_register_engine_kernels(c"conj_physical_".as_ptr());
     }
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(start_error, m)?)?;

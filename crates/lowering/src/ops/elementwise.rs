@@ -132,7 +132,7 @@ pub(crate) fn wide(out: DType) -> DType {
 
 /// The result dtype of ops that always give floats (ints and bool → f32).
 pub(crate) fn float_of(d: DType) -> DType {
-    if d.is_float() {
+    if d.is_float() || d.is_complex() {
         d
     } else {
         DType::F32
@@ -238,6 +238,8 @@ pub(crate) fn type_name(d: DType) -> &'static str {
         DType::Bool => "Bool",
         DType::U32 => "UInt32",
         DType::U64 => "UInt64",
+        DType::C64 => "ComplexFloat",
+        DType::C128 => "ComplexDouble",
     }
 }
 

@@ -15,6 +15,7 @@ use crate::dtypes;
 use crate::error::Result;
 use crate::op;
 use crate::table::OpEntry;
+use super::elementwise::type_name;
 
 pub const OPS: &[OpEntry] = &[
     op!("mm", mm),
@@ -41,31 +42,13 @@ fn acc_type(d: DType) -> DType {
     }
 }
 
-/// torch's ScalarType spelling ("Float", "Double", ...) for messages.
-fn short(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "Float",
-        DType::F64 => "Double",
-        DType::F16 => "Half",
-        DType::BF16 => "BFloat16",
-        DType::I64 => "Long",
-        DType::I32 => "Int",
-        DType::I16 => "Short",
-        DType::I8 => "Char",
-        DType::U8 => "Byte",
-        DType::Bool => "Bool",
-        DType::U32 => "UInt32",
-        DType::U64 => "UInt64",
-    }
-}
-
 fn supported(lx: &Lower, kernel: &str, d: DType) -> Result<()> {
     if d == DType::Bool || d.is_unsigned_integer() && d != DType::U8 {
         bail!(
             NotImplemented,
             "{}: \"{kernel}\" not implemented for '{}'",
             lx.op,
-            short(d)
+            type_name(d)
         );
     }
     Ok(())
@@ -203,8 +186,8 @@ fn self_dtype(lx: &Lower, args: &Args, dtype: DType) -> Result<()> {
             Runtime,
             "{}: self and mat2 must have the same dtype, but got {} and {}",
             lx.op,
-            short(this.dtype),
-            short(dtype)
+            type_name(this.dtype),
+            type_name(dtype)
         );
     }
     Ok(())
@@ -348,8 +331,8 @@ fn dot(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             Runtime,
             "{}: dot : expected both vectors to have same dtype, but found {} and {}",
             lx.op,
-            short(a.dtype),
-            short(b.dtype)
+            type_name(a.dtype),
+            type_name(b.dtype)
         );
     }
     supported(lx, "dot", a.dtype)?;

@@ -4,6 +4,7 @@ use crate::table::OpEntry;
 mod activation;
 mod attention;
 mod cholesky;
+pub(crate) mod complex;
 mod conv;
 mod core;
 mod coverage;
@@ -64,5 +65,6 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     unfold_backward::OPS,
     attention::OPS,
     cholesky::OPS,
+    complex::OPS,
     losses::OPS,
 ];

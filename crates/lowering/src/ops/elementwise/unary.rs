@@ -139,6 +139,7 @@ pub(crate) fn abs(lx: &mut Lower, args: &Args) -> R {
     match t.dtype {
         DType::Bool => Err(not_for("abs_cpu", t.dtype)),
         d if d.is_unsigned_integer() => Ok(vec![t.value]),
+        d if d.is_complex() => Ok(vec![crate::ops::complex::abs(lx, t.value)?]),
         _ => Ok(vec![lx.b.abs(t.value)?]),
     }
 }
@@ -148,6 +149,9 @@ pub(crate) fn sign(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?;
     if t.dtype == DType::Bool {
         return Ok(vec![t.value]);
+    }
+    if t.dtype.is_complex() {
+        return Ok(vec![crate::ops::complex::sgn(lx, t.value)?]);
     }
     let zero = k(lx, t.value, 0.0)?;
     let pos = cmp(lx, t.value, zero, CompareDir::Gt)?;

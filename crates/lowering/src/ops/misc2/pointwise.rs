@@ -1,4 +1,4 @@
-//! Float pointwise ops: angle (of a real tensor) and frexp.
+//! Float pointwise ops: angle and frexp.
 use stablehlo::{CompareDir, DType};
 
 use super::{cmp, R, V};
@@ -8,9 +8,12 @@ use crate::ctx::Lower;
 use crate::error::Result;
 use crate::ops::elementwise::float_of;
 
-/// angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
+/// angle: pi for negatives, 0 otherwise, NaN kept (complex: the argument).
 pub(super) fn angle(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?;
+    if t.dtype.is_complex() {
+        return Ok(vec![crate::ops::complex::angle(lx, t.value)?]);
+    }
     let out = float_of(t.dtype);
     let x = lx.cast(t.value, out)?;
     let neg = cmp(lx, x, 0.0, CompareDir::Lt)?;

@@ -1,0 +1,135 @@
+//! Complex tensors (complex64, complex128), as far as rotary embeddings
+//! written with `torch.view_as_complex` / `torch.polar` need them (Meta's
+//! Llama, torchtitan): building complex values, conjugation, and, through
+//! the shared lowerings, arithmetic, copies and concatenation.
+//!
+//! `view_as_real`/`view_as_complex` are views (registered in the C++ glue);
+//! a storage written as complex and read as float, or the reverse, is
+//! reinterpreted part by part (`views::storage_as`).
+//!
+//! Most lowerings were written for real dtypes only, so complex tensors are
+//! accepted only by the ops in [`COMPLEX_OPS`]; any other op given one fails
+//! with a message naming it instead of computing something wrong.
+use stablehlo::{DType, Value};
+
+use super::elementwise::{broadcast_shape, type_name};
+use crate::args::Args;
+use crate::bail;
+use crate::ctx::Lower;
+use crate::error::Result;
+use crate::op;
+use crate::table::OpEntry;
+
+pub const OPS: &[OpEntry] = &[
+    op!("conj_physical", conj_physical),
+    op!("_conj_physical", conj_physical),
+    op!("polar", polar),
+    op!("complex", complex),
+];
+
+/// Ops (by base name, without overload or trailing `_`) whose lowerings are
+/// correct for complex tensors.
+pub const COMPLEX_OPS: &[&str] = &[
+    // copies and conversions
+    "copy", "_copy_from", "_copy_from_and_resize", "clone", "_to_copy", "fill", "zero", "alias_copy",
+    "detach_copy", "cat", "stack", "_unsafe_view", "view_copy", "_reshape_copy",
+    // refuses with a message of its own
+    "_local_scalar_dense",
+    // arithmetic
+    "add", "sub", "mul", "div", "neg", "negative",
+    // complex-specific (abs and angle dispatch here from their real lowerings)
+    "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn",
+];
+
+/// Whether `op` ("aten::mul.Tensor", "mul_", "aten::copy_ (cpu -> tpu)")
+/// accepts complex tensors.
+pub fn accepts_complex(op: &str) -> bool {
+    let base = op.strip_prefix("aten::").unwrap_or(op);
+    let base = base.split(['.', ' ']).next().unwrap_or(base);
+    let base = if base.len() > 1 && base.ends_with('_') && !base.ends_with("__") {
+        &base[..base.len() - 1]
+    } else {
+        base
+    };
+    COMPLEX_OPS.contains(&base)
+}
+
+/// conj_physical(self): the conjugate, materialized (real tensors: a copy).
+fn conj_physical(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let t = args.tensor(0)?;
+    if !t.dtype.is_complex() {
+        return Ok(vec![t.value]);
+    }
+    let re = lx.b.real(t.value)?;
+    let im = lx.b.imag(t.value)?;
+    let im = lx.b.neg(im)?;
+    Ok(vec![lx.b.complex(re, im)?])
+}
+
+/// The two float operands of polar/complex, broadcast to one shape.
+fn float_pair(lx: &mut Lower, args: &Args, what: &str) -> Result<(Value, Value)> {
+    let (a, b) = (args.operand(0)?, args.operand(1)?);
+    if a.dtype != b.dtype || !matches!(a.dtype, DType::F32 | DType::F64) {
+        bail!(
+            Type,
+            "{}: Expected both inputs to be Float or Double tensors but got {} and {} ({what}; \
+             float16 and bfloat16 would need complex32, which tpu does not support)",
+            lx.op,
+            type_name(a.dtype),
+            type_name(b.dtype)
+        );
+    }
+    let shape = broadcast_shape(lx, &[&a, &b])?;
+    Ok((lx.expand(a.value, &shape)?, lx.expand(b.value, &shape)?))
+}
+
+/// polar(abs, angle) = abs * (cos(angle) + i sin(angle)).
+fn polar(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let (r, theta) = float_pair(lx, args, "abs and angle")?;
+    let c = lx.b.cosine(theta)?;
+    let s = lx.b.sine(theta)?;
+    let re = lx.b.mul(r, c)?;
+    let im = lx.b.mul(r, s)?;
+    Ok(vec![lx.b.complex(re, im)?])
+}
+
+/// complex(real, imag).
+fn complex(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let (re, im) = float_pair(lx, args, "real and imag")?;
+    Ok(vec![lx.b.complex(re, im)?])
+}
+
+/// |z| = sqrt(re^2 + im^2), computed in f64 for complex64 so that squaring
+/// cannot overflow; returned in the part dtype.
+pub(crate) fn abs(lx: &mut Lower, z: Value) -> Result<Value> {
+    let part = lx.dtype(z).complex_part().expect("complex");
+    let re = lx.b.real(z)?;
+    let im = lx.b.imag(z)?;
+    let (re, im) = (lx.cast(re, DType::F64)?, lx.cast(im, DType::F64)?);
+    let re2 = lx.b.mul(re, re)?;
+    let im2 = lx.b.mul(im, im)?;
+    let sum = lx.b.add(re2, im2)?;
+    let r = lx.b.sqrt(sum)?;
+    lx.cast(r, part)
+}
+
+/// arg(z) = atan2(im, re), in the part dtype.
+pub(crate) fn angle(lx: &mut Lower, z: Value) -> Result<Value> {
+    let re = lx.b.real(z)?;
+    let im = lx.b.imag(z)?;
+    Ok(lx.b.atan2(im, re)?)
+}
+
+/// sgn(z) = z / |z|, and 0 for z = 0.
+pub(crate) fn sgn(lx: &mut Lower, z: Value) -> Result<Value> {
+    let dtype = lx.dtype(z);
+    let r = abs(lx, z)?;
+    let zero = lx.full_like(r, 0.0)?;
+    let is_zero = lx.b.compare(r, zero, stablehlo::CompareDir::Eq)?;
+    let one = lx.full_like(r, 1.0)?;
+    let safe = lx.b.select(is_zero, one, r)?;
+    let safe = lx.cast(safe, dtype)?;
+    let q = lx.b.div(z, safe)?;
+    let czero = lx.full_like(q, 0.0)?;
+    Ok(lx.b.select(is_zero, czero, q)?)
+}

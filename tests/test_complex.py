@@ -1,0 +1,224 @@
+"""Complex tensors (complex64, complex128) on tpu, against the CPU: copies,
+the view_as_real/view_as_complex views, the arithmetic and constructors
+that rotary embeddings written with complex numbers use (Meta's Llama,
+torchtitan), and their gradients. Ops without complex support fail with
+a message naming the op."""
+import io
+import re
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_tpu_rs
+from conftest import assert_same, run_both
+
+CTOL = {torch.complex64: dict(rtol=1.3e-6, atol=1e-5), torch.complex128: dict(rtol=1e-7, atol=1e-7)}
+COMPLEX = [torch.complex64, torch.complex128]
+
+
+def crandn(*shape, dtype=torch.complex64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, generator=g)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_host_round_trip_and_printing(mode, dtype):
+    z = crandn(3, 4, dtype=dtype)
+    t = z.to("tpu")
+    assert t.dtype == dtype and t.device.type == "tpu"
+    assert torch.equal(t.cpu(), z)
+    assert torch.equal(z.t().to("tpu").cpu(), z.t())  # non-contiguous source
+    assert torch.equal(t.t().contiguous().cpu(), z.t().contiguous())
+    squeeze = lambda s: re.sub(r"\s+", "", s)  # noqa: E731  (line breaks depend on the suffix)
+    assert squeeze(repr(t)).replace(",device='tpu:0'", "") == squeeze(repr(z))
+
+
+def test_save_and_load(tmp_path):
+    z = crandn(5)
+    buf = io.BytesIO()
+    torch.save({"z": z.to("tpu")}, buf)
+    buf.seek(0)
+    back = torch.load(buf)["z"]
+    assert back.device.type == "tpu" and torch.equal(back.cpu(), z)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_view_as_real_is_a_view(mode, dtype):
+    z = crandn(2, 3, dtype=dtype)
+    tpu, cpu = run_both(torch.view_as_real, z)
+    assert_same(tpu, cpu, check_strides=True)
+    # Writing through the float view changes the complex tensor.
+    t = z.to("tpu")
+    torch.view_as_real(t)[..., 1].zero_()
+    assert torch.equal(t.cpu(), torch.complex(z.real, torch.zeros_like(z.real)))
+
+
+def test_view_as_complex_is_a_view(mode):
+    f = torch.randn(4, 3, 2)
+    tpu, cpu = run_both(torch.view_as_complex, f)
+    assert_same(tpu, cpu, check_strides=True, **CTOL[torch.complex64])
+    t = f.to("tpu")
+    torch.view_as_complex(t).mul_(torch.tensor(1j).to("tpu"))  # (a, b) -> (-b, a)
+    assert torch.equal(t.cpu(), torch.stack([-f[..., 1], f[..., 0]], -1))
+
+
+def test_real_imag_conj(mode):
+    z = crandn(6)
+    for fn in (torch.real, torch.imag, lambda x: x.conj().resolve_conj(), torch.conj_physical,
+               lambda x: x.conj().imag, lambda x: torch.neg(x.conj()).resolve_conj()):
+        tpu, cpu = run_both(fn, z)
+        assert_same(tpu, cpu)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_arithmetic(mode, dtype, op):
+    a, b = crandn(3, 4, dtype=dtype, seed=1), crandn(4, dtype=dtype, seed=2)
+    fn = getattr(torch, op)
+    tpu, cpu = run_both(fn, a, b)  # broadcasting
+    assert_same(tpu, cpu, **CTOL[dtype])
+    tpu, cpu = run_both(lambda x: fn(x, 2.5), a)  # a Python float
+    assert_same(tpu, cpu, **CTOL[dtype])
+    tpu, cpu = run_both(lambda x: -x, a)
+    assert_same(tpu, cpu, **CTOL[dtype])
+    t = a.to("tpu")
+    getattr(t, op + "_")(b.to("tpu"))  # in place
+    assert_same(t, fn(a, b), **CTOL[dtype])
+
+
+def test_type_promotion():
+    z, d, i = crandn(3), torch.randn(3, dtype=torch.float64), torch.arange(3)
+    for fn in (torch.mul, torch.add):
+        for x, y in ((z, d), (d, z), (z, i), (z, torch.tensor(2.0, dtype=torch.float64))):
+            tpu, cpu = run_both(fn, x, y)
+            assert_same(tpu, cpu, **CTOL[cpu.dtype])
+    tpu, cpu = run_both(lambda x: x.to(torch.complex64), torch.randn(4))
+    assert_same(tpu, cpu)
+    tpu, cpu = run_both(lambda x: x.to(torch.complex128), crandn(4))
+    assert_same(tpu, cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_constructors(mode, dtype):
+    r, theta = torch.rand(5, dtype=dtype) + 0.5, torch.randn(5, dtype=dtype)
+    tpu, cpu = run_both(torch.polar, r, theta)
+    assert_same(tpu, cpu, **CTOL[cpu.dtype])
+    tpu, cpu = run_both(torch.complex, r, theta)
+    assert_same(tpu, cpu)
+
+
+def test_abs_angle_sgn(mode):
+    z = torch.cat([crandn(5), torch.zeros(1, dtype=torch.complex64)])
+    for fn in (torch.abs, torch.angle, torch.sgn):
+        tpu, cpu = run_both(fn, z)
+        assert_same(tpu, cpu, **CTOL[cpu.dtype] if cpu.dtype.is_complex else {})
+
+
+def test_cat_stack_clone(mode):
+    a, b = crandn(2, 3, seed=1), crandn(2, 3, seed=2)
+    for fn in (lambda x, y: torch.cat([x, y], 1), lambda x, y: torch.stack([x, y]), lambda x, y: x.t().clone()):
+        tpu, cpu = run_both(fn, a, b)
+        assert_same(tpu, cpu)
+
+
+def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):
+    t = crandn(3).to("tpu")
+    with pytest.raises(NotImplementedError, match=r"aten::exp.*complex64.*view_as_real"):
+        torch.exp(t).cpu()
+    with pytest.raises(NotImplementedError, match=r"item\(\).*complex.*\.cpu\(\)\.item\(\)"):
+        t[0].item()
+    assert torch.equal((t * 2).cpu(), t.cpu() * 2)
+
+
+def test_cpu_fallback_takes_unsupported_complex_ops(mode):
+    z = crandn(4)
+    before = torch_tpu_rs.metrics()["fallbacks"].get("aten::exp.out", 0)
+    torch_tpu_rs._C.set_cpu_fallback(True)  # the autouse fixture turns it off again
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # warned once per op (tests/test_fallback.py)
+        out = torch.exp(z.to("tpu"))
+    assert_same(out, torch.exp(z))
+    assert torch_tpu_rs.metrics()["fallbacks"]["aten::exp.out"] == before + 1
+
+
+# Rotary embeddings as Meta's Llama writes them.
+def freqs_cis(head_dim, seq_len, theta=10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angles = torch.outer(torch.arange(seq_len).float(), freqs)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def apply_rotary_emb(xq, xk, fc):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    fc = fc.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    xq_out = torch.view_as_real(xq_ * fc).flatten(3)
+    xk_out = torch.view_as_real(xk_ * fc).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+class ComplexRopeLM(nn.Module):
+    def __init__(self, vocab=32, dim=32, heads=2, seq=8):
+        super().__init__()
+        self.heads = heads
+        self.emb = nn.Embedding(vocab, dim)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.out = nn.Linear(dim, vocab, bias=False)
+        self.register_buffer("fc", freqs_cis(dim // heads, seq), persistent=False)
+
+    def forward(self, tokens):
+        b, s = tokens.shape
+        x = self.emb(tokens)
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, -1).unbind(2)
+        q, k = apply_rotary_emb(q, k, self.fc[:s])
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.out(x + y.transpose(1, 2).reshape(b, s, -1))
+
+
+def train_losses(device, steps=4, compiled=False):
+    torch.manual_seed(0)
+    model = ComplexRopeLM().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    tokens = torch.randint(0, 32, (2, 9), generator=torch.Generator().manual_seed(3)).to(device)
+
+    def step():
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 32), tokens[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = torch.compile(step, backend="tpu") if compiled else step
+    return [step().item() for _ in range(steps)]
+
+
+def test_rotary_embedding_forward_and_backward(mode):
+    xq, xk = torch.randn(2, 8, 2, 16), torch.randn(2, 8, 2, 16)
+    fc = freqs_cis(16, 8)
+
+    def run(device):
+        q, k = (t.to(device).requires_grad_() for t in (xq, xk))
+        oq, ok = apply_rotary_emb(q, k, fc.to(device))
+        ((oq * oq).sum() + ok.sum()).backward()
+        return oq, ok, q.grad, k.grad
+
+    for a, b in zip(run("tpu"), run("cpu")):
+        assert_same(a, b)
+
+
+def test_training_with_complex_rotary_embeddings_matches_cpu(mode):
+    cpu = train_losses("cpu")
+    tpu = train_losses("tpu")
+    assert tpu == pytest.approx(cpu, rel=1e-4)
+    assert cpu[-1] < cpu[0]
+
+
+def test_compiled_training_with_complex_rotary_embeddings_matches_cpu():
+    torch._dynamo.reset()
+    cpu = train_losses("cpu")
+    tpu = train_losses("tpu", compiled=True)
+    assert tpu == pytest.approx(cpu, rel=1e-4)
