@@ -56,6 +56,13 @@ struct Marshal {
       a.len = 1;
       if (!t.defined()) {
         a.kind = TPU_ARG_NONE;
+      } else if (t.device().type() != kTpu && t.dim() == 0 && t.is_complex()) {
+        // A complex CPU scalar (`x * 1j`) has no f/i form: it travels as a
+        // device tensor, still a wrapped number for type promotion.
+        keep_alive.push_back(t.to(c10::Device(kTpu, current_device())));
+        keep_alive.back().unsafeGetTensorImpl()->set_wrapped_number(t.unsafeGetTensorImpl()->is_wrapped_number());
+        tensor_lists.back()[0] = tensor(keep_alive.back());
+        a.kind = TPU_ARG_TENSOR;
       } else if (t.device().type() != kTpu && t.dim() == 0) {
         a.kind = TPU_ARG_CPU_SCALAR;
         if (at::isFloatingType(t.scalar_type())) a.f = t.item<double>();

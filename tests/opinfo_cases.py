@@ -32,6 +32,8 @@ TOL = {
     torch.float64: dict(rtol=1e-7, atol=1e-7),
     torch.float16: dict(rtol=1e-3, atol=1e-3),
     torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+    torch.complex64: dict(rtol=1e-5, atol=1e-5),
+    torch.complex128: dict(rtol=1e-7, atol=1e-7),
 }
 GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
 
@@ -213,12 +215,12 @@ def _check_random(act, exp, again, n):
 
 
 def _output_tolerance(op, case, exp, tol):
-    """An integer or bool input whose op returns floats (sqrt, special
-    functions) is compared with the float output's tolerance, as PyTorch's
-    assertEqual picks tolerances by the compared tensors' dtype."""
+    """An integer or bool input whose op returns floats or complex numbers
+    (sqrt, special functions, fft) is compared with the output's tolerance,
+    as PyTorch's assertEqual picks tolerances by the compared tensors' dtype."""
     if case.kind == "grad" or case.dtype.is_floating_point:
         return tol
-    floats = {t.dtype for t in _flat_tensors(exp) if t.dtype.is_floating_point}
+    floats = {t.dtype for t in _flat_tensors(exp) if t.dtype.is_floating_point or t.dtype.is_complex}
     if len(floats) != 1:
         return tol
     return _tolerance(op, floats.pop(), case.kind)

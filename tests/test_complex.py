@@ -124,6 +124,24 @@ def test_cat_stack_clone(mode):
         assert_same(tpu, cpu)
 
 
+@pytest.mark.parametrize("case", ["roll", "flip", "index_select", "pad", "slice_grad", "repeat", "where", "sum", "mean"])
+def test_moving_and_reducing(mode, case):
+    z = crandn(3, 4)
+    fn = {
+        "roll": lambda x: torch.roll(x, 2, -1),
+        "flip": lambda x: torch.flip(x, (0,)),
+        "index_select": lambda x: torch.index_select(x, 1, torch.tensor([3, 0, 3], device=x.device)),
+        "pad": lambda x: F.pad(x, (1, 2)),
+        "slice_grad": lambda x: torch.autograd.grad(x.requires_grad_()[1:, ::2].abs().sum(), x)[0],
+        "repeat": lambda x: x.repeat(2, 1),
+        "where": lambda x: torch.where(x.real > 0, x, x * 2),
+        "sum": lambda x: (x.sum(), x.sum(1)),
+        "mean": lambda x: (x.mean(), x.mean(0)),
+    }[case]
+    tpu, cpu = run_both(fn, z)
+    assert_same(tpu, cpu, **CTOL[torch.complex64])
+
+
 def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):
     t = crandn(3).to("tpu")
     with pytest.raises(NotImplementedError, match=r"aten::exp.*complex64.*view_as_real"):

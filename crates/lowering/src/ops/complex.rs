@@ -33,12 +33,17 @@ pub const COMPLEX_OPS: &[&str] = &[
     // copies and conversions
     "copy", "_copy_from", "_copy_from_and_resize", "clone", "_to_copy", "fill", "zero", "alias_copy",
     "detach_copy", "cat", "stack", "_unsafe_view", "view_copy", "_reshape_copy",
+    // moving elements (fftshift is a roll; slicing's backward pads)
+    "roll", "flip", "index_select", "constant_pad_nd", "slice_backward", "select_backward", "repeat",
+    "where", "sum", "mean",
     // refuses with a message of its own
     "_local_scalar_dense",
     // arithmetic
     "add", "sub", "mul", "div", "neg", "negative",
     // complex-specific (abs and angle dispatch here from their real lowerings)
     "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn",
+    // torch.fft (ops/fft.rs)
+    "_fft_r2c", "_fft_c2c", "_fft_c2r",
 ];
 
 /// Whether `op` ("aten::mul.Tensor", "mul_", "aten::copy_ (cpu -> tpu)")

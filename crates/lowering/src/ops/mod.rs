@@ -11,6 +11,7 @@ mod coverage;
 pub(crate) mod dynamic;
 mod elementwise;
 mod factory;
+mod fft;
 mod amp;
 mod foreach;
 mod group_norm;
@@ -66,5 +67,6 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     attention::OPS,
     cholesky::OPS,
     complex::OPS,
+    fft::OPS,
     losses::OPS,
 ];

@@ -14,7 +14,7 @@ pub(super) fn sum_like(lx: &mut Lower, args: &Args, nan_to_zero: bool, product: 
     } else {
         dims_keep_dtype(args, if nan_to_zero { &[] } else { &["", "out"] }, lx.op)?
     };
-    let out = dtype.unwrap_or(if t.dtype.is_float() { t.dtype } else { DType::I64 });
+    let out = dtype.unwrap_or(if t.dtype.is_float() || t.dtype.is_complex() { t.dtype } else { DType::I64 });
     let dims = reduce_dims(lx, dims, t.shape.len(), true)?;
     let x = lx.cast(t.value, out)?;
     let mut x = lx.cast(x, acc(out))?;
@@ -32,11 +32,13 @@ pub(super) fn mean(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
     let (dims, keepdim, dtype) = dims_keep_dtype(args, &["", "dtype_out"], lx.op)?;
     let out = dtype.unwrap_or(t.dtype);
-    not_float(
-        lx,
-        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype",
-        out,
-    )?;
+    if !out.is_complex() {
+        not_float(
+            lx,
+            "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype",
+            out,
+        )?;
+    }
     let dims = reduce_dims(lx, dims, t.shape.len(), true)?;
     let x = lx.cast(t.value, out)?;
     let x = lx.cast(x, acc(out))?;
