@@ -247,3 +247,64 @@ def test_more_torch_cuda_helpers():
     assert torch.tpu.memory_allocated() >= x.nbytes
     torch.tpu.reset_max_memory_allocated()
     assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+
+
+def test_per_process_memory_fraction_caps_allocations():
+    total = torch.tpu.get_device_properties(0).total_memory
+    held = torch.tpu.memory_allocated()
+    x = torch.ones(4, device="tpu")
+    try:
+        # Room for what is held now plus 1 MiB.
+        torch.tpu.set_per_process_memory_fraction((held + x.nbytes + 2**20) / total)
+        assert torch.tpu.get_per_process_memory_fraction() > 0
+        y = torch.empty(2**18 - 16, device="tpu")  # just under 1 MiB fits
+        with pytest.raises(torch.OutOfMemoryError, match=r"tried to allocate 2.00 MiB on tpu:0.*limited to"):
+            torch.empty(2**19, device="tpu")
+        assert (x * 2).cpu().tolist() == [2.0] * 4  # the device keeps working
+        del y
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    assert torch.tpu.get_per_process_memory_fraction() == 1.0
+    assert torch.empty(2**19, device="tpu").numel() == 2**19
+    with pytest.raises(ValueError, match="Allowed range: 0~1"):
+        torch.tpu.set_per_process_memory_fraction(1.5)
+
+
+def test_legacy_torch_cuda_spellings():
+    """Names older CUDA scripts use: torch.cuda.amp, default_generators,
+    memory_cached."""
+    x = torch.randn(4, 4, device="tpu")
+    with torch.tpu.amp.autocast():
+        assert (x @ x).dtype == torch.bfloat16
+    with torch.tpu.amp.autocast(dtype=torch.float16):
+        assert (x @ x).dtype == torch.float16
+    with torch.tpu.amp.autocast(enabled=False):
+        assert (x @ x).dtype == torch.float32
+    scaler = torch.tpu.amp.GradScaler(init_scale=8.0)
+    assert scaler.scale(x.sum()).item() == pytest.approx(8 * x.sum().item(), rel=1e-6)
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        @torch.tpu.amp.custom_fwd
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        @torch.tpu.amp.custom_bwd
+        def backward(ctx, g):
+            return g * 2
+
+    a = torch.ones(2, device="tpu", requires_grad=True)
+    Double.apply(a).sum().backward()
+    assert a.grad.cpu().tolist() == [2.0, 2.0]
+
+    gens = torch.tpu.default_generators
+    assert len(gens) == torch.tpu.device_count()
+    gens[0].manual_seed(11)
+    first = torch.randn(3, device="tpu").cpu()
+    torch.tpu.manual_seed(11)
+    assert torch.equal(torch.randn(3, device="tpu").cpu(), first)
+    assert torch.tpu.memory_cached() == torch.tpu.memory_reserved()
+    assert torch.tpu.max_memory_cached() == torch.tpu.max_memory_reserved()
+    with pytest.raises(AttributeError, match="no attribute 'not_a_thing'"):
+        torch.tpu.not_a_thing

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from . import _C
+from . import amp  # noqa: F401  (torch.tpu.amp, as torch.cuda.amp)
 
 _initial_seed: dict[int, int] = {}
 
@@ -264,6 +265,36 @@ def ipc_collect() -> None:
     """No memory is shared between processes; kept for torch.cuda parity."""
 
 
+_memory_fraction: dict[int, float] = {}
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Caps what this process may allocate on the device at `fraction` of its
+    total memory; an allocation past the cap raises torch.OutOfMemoryError."""
+    if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    idx = _index(device)
+    total = get_device_properties(idx).total_memory
+    if total == 0:
+        raise NotImplementedError(
+            f"torch.tpu.set_per_process_memory_fraction: the {get_device_name(idx)} plugin does not report "
+            "its capacity, so a fraction of it is unknown"
+        )
+    _memory_fraction[idx] = float(fraction)
+    # A fraction of 0 still forbids every allocation: the engine's 0 means no cap.
+    _C.set_memory_limit(idx, max(1, int(fraction * total)) if fraction < 1 else 0)
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    return _memory_fraction.get(_index(device), 1.0)
+
+
+# Older torch.cuda spellings of the above.
+memory_cached = memory_reserved
+max_memory_cached = max_memory_reserved
+reset_max_memory_cached = reset_max_memory_allocated
+
+
 OutOfMemoryError = torch.OutOfMemoryError  # what running out of tpu memory raises
 
 
@@ -299,3 +330,11 @@ def Event(enable_timing: bool = False, blocking: bool = False, interprocess: boo
     """Like torch.cuda.Event. `record()` waits for the work queued so far and
     stamps the time, so `elapsed_time` is exact (and recording syncs)."""
     return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+def __getattr__(name: str):
+    # torch.cuda.default_generators: one default generator per device, made
+    # on first use (asking for the device count starts the runtime).
+    if name == "default_generators":
+        return tuple(torch._C._accelerator_getDefaultGenerator(i) for i in range(device_count()))
+    raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")

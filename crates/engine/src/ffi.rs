@@ -172,20 +172,41 @@ pub extern "C" fn tpu_engine_device_count() -> i32 {
 /// their buffer lazily, so without this a request is refused only at first
 /// use; CUDA refuses it at allocation.
 fn check_capacity(nbytes: usize, device_index: i32) -> Result<()> {
+    let oom = |detail: String| {
+        Err(EngineError::new(
+            ErrorKind::OutOfMemory,
+            format!(
+                "tpu out of memory: tried to allocate {} on tpu:{device_index}, {detail}; use smaller \
+                 tensors or batches",
+                bytes(nbytes as u64)
+            ),
+        ))
+    };
+    if let Some(limit) = crate::storage::MEMORY.limit(device_index) {
+        let held = crate::storage::MEMORY.get(device_index).0.max(0) as u64;
+        if held + nbytes as u64 > limit as u64 {
+            return oom(format!(
+                "with {} already allocated and this process limited to {} by \
+                 torch.tpu.set_per_process_memory_fraction",
+                bytes(held),
+                bytes(limit as u64)
+            ));
+        }
+    }
     let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity) else { return Ok(()) };
     if nbytes as u64 <= total {
         return Ok(());
     }
-    let gib = |n: u64| n as f64 / (1u64 << 30) as f64;
-    Err(EngineError::new(
-        ErrorKind::OutOfMemory,
-        format!(
-            "tpu out of memory: tried to allocate {:.2} GiB on tpu:{device_index}, more than the \
-             device's {:.2} GiB in total; use smaller tensors or batches",
-            gib(nbytes as u64),
-            gib(total)
-        ),
-    ))
+    oom(format!("more than the device's {} in total", bytes(total)))
+}
+
+/// A byte count as people read it: "1.50 GiB", "3.00 MiB", "4.00 KiB", "12 bytes".
+fn bytes(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    match UNITS.iter().find(|(size, _)| n >= *size) {
+        Some((size, unit)) => format!("{:.2} {unit}", n as f64 / *size as f64),
+        None => format!("{n} bytes"),
+    }
 }
 
 /// A new storage of `nbytes` in `*out`.

@@ -36,12 +36,15 @@ pub struct MemoryStats {
     allocated: [AtomicI64; MAX_DEVICES],
     peak: [AtomicI64; MAX_DEVICES],
     count: [AtomicI64; MAX_DEVICES],
+    /// Bytes this process may hold (torch.tpu.set_per_process_memory_fraction); 0: no limit.
+    limit: [AtomicI64; MAX_DEVICES],
 }
 
 pub static MEMORY: MemoryStats = MemoryStats {
     allocated: [const { AtomicI64::new(0) }; MAX_DEVICES],
     peak: [const { AtomicI64::new(0) }; MAX_DEVICES],
     count: [const { AtomicI64::new(0) }; MAX_DEVICES],
+    limit: [const { AtomicI64::new(0) }; MAX_DEVICES],
 };
 
 impl MemoryStats {
@@ -61,6 +64,13 @@ impl MemoryStats {
             self.peak[i].load(Ordering::Relaxed),
             self.count[i].load(Ordering::Relaxed),
         )
+    }
+    pub fn set_limit(&self, device: i32, bytes: i64) {
+        self.limit[Self::slot(device)].store(bytes.max(0), Ordering::Relaxed);
+    }
+    /// The limit in bytes, if one is set.
+    pub fn limit(&self, device: i32) -> Option<i64> {
+        Some(self.limit[Self::slot(device)].load(Ordering::Relaxed)).filter(|&l| l > 0)
     }
     pub fn reset_peak(&self, device: i32) {
         let i = Self::slot(device);

@@ -246,6 +246,11 @@ fn memory_stats(device: i32) -> (i64, i64, i64) {
 }
 
 #[pyfunction]
+fn set_memory_limit(device: i32, bytes: i64) {
+    engine::storage::MEMORY.set_limit(device, bytes);
+}
+
+#[pyfunction]
 fn reset_peak_memory_stats(device: i32) {
     engine::storage::MEMORY.reset_peak(device);
     engine::reset_buffer_memory_peak();
@@ -332,6 +337,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
         tpu_glue_register_engine_kernels(c"conj_physical_".as_ptr());
     }
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(set_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(start_error, m)?)?;
     m.add_function(wrap_pyfunction!(platform_name, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_path, m)?)?;
