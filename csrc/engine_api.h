@@ -87,6 +87,7 @@ enum TpuRetKind {
   TPU_RET_BOOL = 6,
   TPU_RET_RESIZE_COPY = 7,     // resize argument `arg` to new_tensors[first]'s
                                // sizes, copy that tensor in, return the argument
+  TPU_RET_COMPLEX = 8,         // f + imag * 1j
 };
 
 // A tensor the engine created. The glue wraps `storage` in a c10::Storage
@@ -109,6 +110,7 @@ typedef struct {
   int64_t len;
   int64_t i;
   double f;
+  double imag;
 } TpuRet;
 
 // Results of one dispatch; the arrays belong to the engine and stay valid

@@ -269,6 +269,7 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
       case TPU_RET_INT: stack->emplace_back(c10::Scalar(ret.i)); break;
       case TPU_RET_FLOAT: stack->emplace_back(c10::Scalar(ret.f)); break;
+      case TPU_RET_COMPLEX: stack->emplace_back(c10::Scalar(c10::complex<double>(ret.f, ret.imag))); break;
       case TPU_RET_BOOL: stack->emplace_back(c10::Scalar(ret.i != 0)); break;
       case TPU_RET_RESIZE_COPY: {
         at::Tensor out = inputs[ret.arg].toTensor();

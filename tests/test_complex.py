@@ -146,9 +146,15 @@ def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):
     t = crandn(3).to("tpu")
     with pytest.raises(NotImplementedError, match=r"aten::exp.*complex64.*view_as_real"):
         torch.exp(t).cpu()
-    with pytest.raises(NotImplementedError, match=r"item\(\).*complex.*\.cpu\(\)\.item\(\)"):
-        t[0].item()
     assert torch.equal((t * 2).cpu(), t.cpu() * 2)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_item(mode, dtype):
+    z = crandn(3, dtype=dtype)
+    t = z.to("tpu")
+    assert t[1].item() == z[1].item() and isinstance(t[1].item(), complex)
+    assert (t.sum() * 2).item() == pytest.approx((z.sum() * 2).item(), rel=1e-6)
 
 
 def test_cpu_fallback_takes_unsupported_complex_ops(mode):

@@ -35,6 +35,8 @@ pub enum RetValue {
     Alias(usize),
     Int(i64),
     Float(f64),
+    /// (real, imaginary)
+    Complex(f64, f64),
     Bool(bool),
     ResizeCopy { arg: usize, tensor: NewTensor },
 }
@@ -479,13 +481,13 @@ fn read_number(engine: &Engine, buf: &pjrt::Buffer, dtype: DType) -> Result<RetV
         DType::U8 => RetValue::Int(bytes[0] as i64),
         DType::U32 => RetValue::Int(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64),
         DType::U64 => RetValue::Int(u64::from_le_bytes(arr8(&bytes)) as i64),
-        DType::C64 | DType::C128 => {
-            return Err(EngineError::new(
-                ErrorKind::NotImplemented,
-                "aten::_local_scalar_dense: .item() of a complex tpu tensor is not supported; \
-                 read it with .cpu().item()"
-                    .to_string(),
-            ))
+        DType::C64 => {
+            let part = |k: usize| f32::from_le_bytes(bytes[k..k + 4].try_into().expect("4 bytes")) as f64;
+            RetValue::Complex(part(0), part(4))
+        }
+        DType::C128 => {
+            let part = |k: usize| f64::from_le_bytes(bytes[k..k + 8].try_into().expect("8 bytes"));
+            RetValue::Complex(part(0), part(8))
         }
     })
 }

@@ -45,6 +45,7 @@ const RET_INT: i32 = 4;
 const RET_FLOAT: i32 = 5;
 const RET_BOOL: i32 = 6;
 const RET_RESIZE_COPY: i32 = 7;
+const RET_COMPLEX: i32 = 8;
 
 #[repr(C)]
 pub struct TpuTensor {
@@ -97,6 +98,7 @@ pub struct TpuRet {
     pub len: i64,
     pub i: i64,
     pub f: f64,
+    pub imag: f64,
 }
 
 #[repr(C)]
@@ -483,7 +485,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
             arena.tensors.clear();
             arena.shapes.clear();
             for r in rets {
-                let blank = TpuRet { kind: RET_NONE, arg: -1, first: 0, len: 0, i: 0, f: 0.0 };
+                let blank = TpuRet { kind: RET_NONE, arg: -1, first: 0, len: 0, i: 0, f: 0.0, imag: 0.0 };
                 let ret = match r {
                     RetValue::None => blank,
                     RetValue::Tensor(t) => TpuRet { kind: RET_TENSOR, first: push_tensor(&mut arena, t), ..blank },
@@ -501,6 +503,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
                     RetValue::Alias(a) => TpuRet { kind: RET_ALIAS, arg: a as i32, ..blank },
                     RetValue::Int(i) => TpuRet { kind: RET_INT, i, ..blank },
                     RetValue::Float(f) => TpuRet { kind: RET_FLOAT, f, ..blank },
+                    RetValue::Complex(f, imag) => TpuRet { kind: RET_COMPLEX, f, imag, ..blank },
                     RetValue::Bool(b) => TpuRet { kind: RET_BOOL, i: b as i64, ..blank },
                     RetValue::ResizeCopy { arg, tensor } => {
                         TpuRet { kind: RET_RESIZE_COPY, arg: arg as i32, first: push_tensor(&mut arena, tensor), ..blank }
