@@ -14,6 +14,8 @@ pub(crate) enum Accepts {
     /// Integers, floats and complex numbers (not bool).
     Arithmetic,
     Float,
+    /// Floats and complex numbers.
+    FloatOrComplex,
     /// Bool and integers.
     IntOrBool,
     Int,
@@ -28,6 +30,7 @@ impl Accepts {
             Accepts::Numeric => d.is_integer() || d.is_float(),
             Accepts::Arithmetic => d.is_integer() || d.is_float() || d.is_complex(),
             Accepts::Float => d.is_float(),
+            Accepts::FloatOrComplex => d.is_float() || d.is_complex(),
             Accepts::IntOrBool => d.is_integer() || d.is_bool(),
             Accepts::Int => d.is_integer(),
             Accepts::SignedOrFloat => d.is_signed(),
@@ -40,6 +43,7 @@ impl Accepts {
             Accepts::Numeric => "integer or floating-point elements",
             Accepts::Arithmetic => "integer, floating-point or complex elements",
             Accepts::Float => "floating-point elements",
+            Accepts::FloatOrComplex => "floating-point or complex elements",
             Accepts::IntOrBool => "boolean or integer elements",
             Accepts::Int => "integer elements",
             Accepts::SignedOrFloat => "signed integer or floating-point elements",

@@ -84,19 +84,19 @@ binary_ops! {
 unary_ops! {
     neg => "stablehlo.negate", Accepts::Arithmetic;
     abs => "stablehlo.abs", Accepts::SignedOrFloat;
-    exp => "stablehlo.exponential", Accepts::Float;
-    exponential_minus_one => "stablehlo.exponential_minus_one", Accepts::Float;
-    log => "stablehlo.log", Accepts::Float;
-    log_plus_one => "stablehlo.log_plus_one", Accepts::Float;
-    sqrt => "stablehlo.sqrt", Accepts::Float;
-    rsqrt => "stablehlo.rsqrt", Accepts::Float;
+    exp => "stablehlo.exponential", Accepts::FloatOrComplex;
+    exponential_minus_one => "stablehlo.exponential_minus_one", Accepts::FloatOrComplex;
+    log => "stablehlo.log", Accepts::FloatOrComplex;
+    log_plus_one => "stablehlo.log_plus_one", Accepts::FloatOrComplex;
+    sqrt => "stablehlo.sqrt", Accepts::FloatOrComplex;
+    rsqrt => "stablehlo.rsqrt", Accepts::FloatOrComplex;
     cbrt => "stablehlo.cbrt", Accepts::Float;
-    tanh => "stablehlo.tanh", Accepts::Float;
+    tanh => "stablehlo.tanh", Accepts::FloatOrComplex;
     /// `1 / (1 + exp(-x))`.
     logistic => "stablehlo.logistic", Accepts::Float;
-    sine => "stablehlo.sine", Accepts::Float;
-    cosine => "stablehlo.cosine", Accepts::Float;
-    tan => "stablehlo.tan", Accepts::Float;
+    sine => "stablehlo.sine", Accepts::FloatOrComplex;
+    cosine => "stablehlo.cosine", Accepts::FloatOrComplex;
+    tan => "stablehlo.tan", Accepts::FloatOrComplex;
     floor => "stablehlo.floor", Accepts::Float;
     ceil => "stablehlo.ceil", Accepts::Float;
     round_nearest_even => "stablehlo.round_nearest_even", Accepts::Float;

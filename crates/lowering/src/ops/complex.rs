@@ -38,8 +38,9 @@ pub const COMPLEX_OPS: &[&str] = &[
     "where", "sum", "mean",
     // refuses with a message of its own
     "_local_scalar_dense",
-    // arithmetic
-    "add", "sub", "mul", "div", "neg", "negative",
+    // arithmetic and the math functions StableHLO defines on complex numbers
+    "add", "sub", "mul", "div", "neg", "negative", "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+    "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh",
     // complex-specific (abs and angle dispatch here from their real lowerings)
     "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn",
     // torch.fft (ops/fft.rs)
