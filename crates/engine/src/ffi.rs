@@ -262,10 +262,9 @@ fn dtype_of(code: i32, op: &str) -> Result<DType> {
         let mut e = EngineError::new(
             ErrorKind::NotImplemented,
             format!(
-                "{op} does not support {} tensors on the tpu device yet (complex tensors work with \
-                 view_as_real/view_as_complex, polar, complex, conj, abs, angle, add/sub/mul/div, \
-                 copies and cat). Split the tensor with torch.view_as_real, move it to the CPU, or \
-                 set TORCH_TPU_CPU_FALLBACK=1 to run such ops on the CPU.",
+                "{op} does not support {} tensors on the tpu device yet (the ops that do are listed \
+                 in the README under \"Complex tensors\"). Split the tensor with torch.view_as_real, \
+                 move it to the CPU, or set TORCH_TPU_CPU_FALLBACK=1 to run such ops on the CPU.",
                 lowering::dtypes::name(d)
             ),
         );

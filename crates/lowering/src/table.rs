@@ -94,9 +94,40 @@ pub fn names() -> Vec<&'static str> {
     v
 }
 
+/// The op's name without "aten::", overload, or a trailing note such as
+/// " (cpu -> tpu)": "aten::mul_.Tensor" -> "mul_".
+pub fn base_name(full_name: &str) -> &str {
+    let name = full_name.strip_prefix("aten::").unwrap_or(full_name);
+    name.split(['.', ' ']).next().unwrap_or(name)
+}
+
 /// Whether an op name is in-place by PyTorch's naming convention.
 pub fn is_inplace(full_name: &str) -> bool {
-    let name = full_name.strip_prefix("aten::").unwrap_or(full_name);
-    let base = name.split('.').next().unwrap_or(name);
+    let base = base_name(full_name);
     base.ends_with('_') && !base.ends_with("__")
+}
+
+/// The base name of the op's functional form: "aten::mul_.Tensor" -> "mul".
+pub fn functional_name(full_name: &str) -> &str {
+    let base = base_name(full_name);
+    if is_inplace(base) {
+        &base[..base.len() - 1]
+    } else {
+        base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_reduce_to_their_functional_base() {
+        assert_eq!(base_name("aten::mul_.Tensor"), "mul_");
+        assert_eq!(functional_name("aten::mul_.Tensor"), "mul");
+        assert_eq!(functional_name("aten::copy_ (cpu -> tpu)"), "copy");
+        assert_eq!(functional_name("aten::__ior__.Tensor"), "__ior__");
+        assert_eq!(functional_name("exp.out"), "exp");
+        assert!(is_inplace("aten::add_.Tensor") && !is_inplace("aten::__and__.Tensor"));
+    }
 }

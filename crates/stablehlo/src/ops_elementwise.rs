@@ -198,7 +198,6 @@ impl Builder {
         Ok(self.emit1(OP, &[lo, x, hi], &[], t))
     }
 
-    /// Elementwise value conversion to `dtype` (returns `v` itself if already `dtype`).
     /// A complex tensor from its real and imaginary parts (both f32 or both f64).
     pub fn complex(&mut self, re: Value, im: Value) -> Result<Value> {
         const OP: &str = "stablehlo.complex";
@@ -228,6 +227,7 @@ impl Builder {
         Ok(self.emit1(op, &[v], &[], TensorType::new(part, t.shape)))
     }
 
+    /// Elementwise value conversion to `dtype` (returns `v` itself if already `dtype`).
     pub fn convert(&mut self, v: Value, dtype: DType) -> Result<Value> {
         const OP: &str = "stablehlo.convert";
         let t = self.type_of(OP, v)?;

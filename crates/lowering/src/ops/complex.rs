@@ -50,14 +50,7 @@ pub const COMPLEX_OPS: &[&str] = &[
 /// Whether `op` ("aten::mul.Tensor", "mul_", "aten::copy_ (cpu -> tpu)")
 /// accepts complex tensors.
 pub fn accepts_complex(op: &str) -> bool {
-    let base = op.strip_prefix("aten::").unwrap_or(op);
-    let base = base.split(['.', ' ']).next().unwrap_or(base);
-    let base = if base.len() > 1 && base.ends_with('_') && !base.ends_with("__") {
-        &base[..base.len() - 1]
-    } else {
-        base
-    };
-    COMPLEX_OPS.contains(&base)
+    COMPLEX_OPS.contains(&crate::table::functional_name(op))
 }
 
 /// conj_physical(self): the conjugate, materialized (real tensors: a copy).
