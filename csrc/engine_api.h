@@ -59,6 +59,8 @@ typedef struct {
   const int64_t* strides;
   int64_t storage_offset;
   size_t storage_nbytes;
+  int32_t math_bits;        // PyTorch's lazy bits: 1 conjugate (z.conj()), 2 negative (_neg_view)
+  int32_t reserved;
 } TpuTensor;
 
 typedef struct {

@@ -34,6 +34,7 @@ TpuTensor describe(const at::Tensor& t) {
   d.strides = t.strides().data();
   d.storage_offset = t.storage_offset();
   d.storage_nbytes = t.storage().nbytes();
+  d.math_bits = (t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0);
   return d;
 }
 

@@ -170,6 +170,110 @@ def test_moving_and_reducing(mode, case):
     assert_same(tpu, cpu, **CTOL[torch.complex64])
 
 
+MATRIX_PRODUCTS = {
+    "mm": lambda a, b, c: a @ b,
+    "mm_conj_bit": lambda a, b, c: a.conj() @ b,  # reaches mm with the lazy conjugate bit set
+    "mm_mH": lambda a, b, c: a @ b.mH,
+    "matmul_batched": lambda a, b, c: torch.stack([a, b]) @ torch.stack([b, a]).conj(),
+    "addmm": lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+    "baddbmm": lambda a, b, c: torch.baddbmm(c[None], a[None], b.mH[None]),
+    "mv": lambda a, b, c: a @ b[:, 0].conj(),
+    "dot": lambda a, b, c: torch.dot(a[0], b[:, 1]),
+    "vdot": lambda a, b, c: torch.vdot(a[0], b[:, 1]),
+    "outer": lambda a, b, c: torch.outer(a[0], b[1].conj()),
+    "trace": lambda a, b, c: torch.trace(a),
+    "linear": lambda a, b, c: F.linear(a, b, c[0]),
+}
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("case", sorted(MATRIX_PRODUCTS))
+def test_matrix_products(mode, dtype, case):
+    a, b, c = (crandn(4, 4, dtype=dtype, seed=s) for s in (1, 2, 3))
+    tpu, cpu = run_both(MATRIX_PRODUCTS[case], a, b, c)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_product_gradients(mode):
+    # mm's backward multiplies by the conjugate transposes (conjugate-bit views).
+    a, b = crandn(3, 4, seed=1), crandn(4, 2, seed=2)
+
+    def run(a, b):
+        a, b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        (a @ b).abs().pow(2).sum().backward()
+        return a.grad, b.grad
+
+    tpu, cpu = run_both(run, a, b)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_writing_into_a_conjugate_view_is_refused_and_the_device_keeps_working(mode):
+    a, b = crandn(2, 2, seed=1).to("tpu"), crandn(2, 2, seed=2).to("tpu")
+    out = torch.zeros(2, 2, dtype=torch.complex64, device="tpu")
+    with pytest.raises(RuntimeError, match=r"mm.*conjugate.*resolve_conj"):
+        torch.mm(a, b, out=out.conj())
+        out.cpu()
+    assert torch.equal(out.cpu(), torch.zeros(2, 2, dtype=torch.complex64))
+    assert_same(a @ b, a.cpu() @ b.cpu(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 0, 2.5])
+def test_pow_with_a_real_exponent(mode, exponent):
+    z = torch.cat([crandn(6, seed=6), torch.zeros(1, dtype=torch.complex64)])
+    tpu, cpu = run_both(lambda x: x**exponent, z)
+    torch.testing.assert_close(tpu.cpu(), cpu, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert tpu.dtype == cpu.dtype
+
+
+def test_pow_with_complex_operands(mode):
+    z, w = crandn(5, seed=7), crandn(5, seed=8)
+    for fn in (torch.pow, lambda a, b: 2**a, lambda a, b: a ** b.real):
+        tpu, cpu = run_both(fn, z, w)
+        assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_equality_and_nan_tests(mode):
+    z = crandn(6, seed=9)
+    z[1] = z[0]
+    z[2] = complex(float("nan"), 1.0)
+    z[3] = complex(1.0, float("nan"))
+    z[4] = 0
+    cases = [lambda x: x == x[0], lambda x: x != 0, lambda x: x == 0, torch.isnan,
+             lambda x: torch.isclose(x, x * (1 + 1e-7)), lambda x: torch.equal(x, x.clone()),
+             lambda x: torch.equal(x[:2], x[1:3]), lambda x: torch.allclose(x[:2], x[:2] * (1 + 1e-7))]
+    for fn in cases:
+        tpu, cpu = run_both(fn, z)
+        if isinstance(cpu, torch.Tensor):
+            assert_same(tpu, cpu)
+        else:
+            assert tpu == cpu
+    with pytest.raises(RuntimeError):  # complex numbers have no order, on the CPU too
+        (z.to("tpu") < 0).cpu()
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_random_fills(dtype):
+    # PyTorch fills a complex tensor through its view_as_real view; a complex
+    # normal with std s has each part's std s / sqrt(2).
+    torch.manual_seed(3)
+    z = torch.randn(100_000, dtype=dtype, device="tpu").cpu()
+    assert z.dtype == dtype
+    for part in (z.real, z.imag):
+        assert abs(part.mean().item()) < 0.01 and abs(part.std().item() - 0.5**0.5) < 0.01
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]))[0, 1].item()) < 0.02  # independent parts
+    w = torch.empty(100_000, dtype=dtype, device="tpu").normal_(2.0, 3.0).cpu()
+    for part in (w.real, w.imag):
+        assert abs(part.mean().item() - 2.0) < 0.05 and abs(part.std().item() - 3.0 / 2**0.5) < 0.05
+    u = torch.rand(100_000, dtype=dtype, device="tpu").cpu()
+    for part in (u.real, u.imag):
+        assert 0.0 <= part.min().item() and part.max().item() < 1.0 and abs(part.mean().item() - 0.5) < 0.01
+    # Reproducible under torch.manual_seed, and fresh values for the next draw.
+    torch.manual_seed(3)
+    again = torch.randn(100_000, dtype=dtype, device="tpu").cpu()
+    assert torch.equal(again, z)
+    assert not torch.equal(torch.randn(100_000, dtype=dtype, device="tpu").cpu(), z)
+
+
 def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):
     t = crandn(3).to("tpu")
     with pytest.raises(NotImplementedError, match=r"aten::asinh.*complex64.*view_as_real"):

@@ -2,7 +2,7 @@
 //! `cargo run --release -p engine --example op_latency -- 65536`
 use std::time::Instant;
 
-use engine::call::{Call, CallArg, CallValue, TensorRef, RET_TENSOR};
+use engine::call::{Call, CallArg, CallValue, MathBits, TensorRef, RET_TENSOR};
 use engine::dispatch::{run, RetValue};
 use engine::storage::Storage;
 use stablehlo::DType;
@@ -11,12 +11,12 @@ fn main() {
     let n: i64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(65536);
     let mk = || {
         let s = Storage::new(n as usize * 4, 0);
-        let t = TensorRef { storage: &s, dtype: DType::F32, sizes: vec![n], strides: vec![1], offset: 0, wrapped: false };
+        let t = TensorRef { storage: &s, dtype: DType::F32, sizes: vec![n], strides: vec![1], offset: 0, wrapped: false, math: MathBits::NONE };
         engine::transfer::upload(&t, &vec![0u8; n as usize * 4]).expect("upload");
         s
     };
     let (a, b) = (mk(), mk());
-    let view = |s: &Storage| TensorRef { storage: unsafe { &*(s as *const Storage) }, dtype: DType::F32, sizes: vec![n], strides: vec![1], offset: 0, wrapped: false };
+    let view = |s: &Storage| TensorRef { storage: unsafe { &*(s as *const Storage) }, dtype: DType::F32, sizes: vec![n], strides: vec![1], offset: 0, wrapped: false, math: MathBits::NONE };
     let mut samples = Vec::new();
     for _ in 0..7 {
         let t0 = Instant::now();

@@ -16,6 +16,24 @@ pub struct TensorRef<'a> {
     pub strides: Vec<i64>,
     pub offset: i64,
     pub wrapped: bool,
+    pub math: MathBits,
+}
+
+/// PyTorch's lazy "math bits" on a view: `z.conj()` and `_neg_view()` only
+/// set a flag, and ops that PyTorch lets through with the flag still set
+/// (mm, bmm, addmm, dot, ... for the conjugate) read the view's values
+/// conjugated or negated. The engine applies them where the view is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MathBits(pub u8);
+
+impl MathBits {
+    pub const NONE: MathBits = MathBits(0);
+    pub fn conj(self) -> bool {
+        self.0 & 1 != 0
+    }
+    pub fn neg(self) -> bool {
+        self.0 & 2 != 0
+    }
 }
 
 impl TensorRef<'_> {

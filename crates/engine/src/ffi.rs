@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use stablehlo::DType;
 
-use crate::call::{Call, CallArg, CallValue, TensorRef};
+use crate::call::{Call, CallArg, CallValue, MathBits, TensorRef};
 use crate::dispatch::{run, NewTensor, RetValue};
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::runtime::engine;
@@ -60,6 +60,8 @@ pub struct TpuTensor {
     pub strides: *const i64,
     pub storage_offset: i64,
     pub storage_nbytes: usize,
+    pub math_bits: i32,
+    pub reserved: i32,
 }
 
 #[repr(C)]
@@ -244,6 +246,7 @@ pub unsafe extern "C" fn tpu_engine_storage_resize(storage: *mut c_void, new_nby
                 strides: vec![1],
                 offset: 0,
                 wrapped: false,
+                math: MathBits::NONE,
             };
             let mut bytes = vec![0u8; keep];
             crate::transfer::download(&src, &mut bytes)?;
@@ -300,6 +303,7 @@ unsafe fn tensor_ref<'a>(t: &TpuTensor, op: &str) -> Result<TensorRef<'a>> {
         strides: slice(t.strides, t.ndim).to_vec(),
         offset: t.storage_offset,
         wrapped: t.is_wrapped_number != 0,
+        math: MathBits(t.math_bits as u8),
     })
 }
 

@@ -11,7 +11,7 @@ use lowering::views::{box_plan, read_view, storage_as, write_view, BoxPlan, View
 use lowering::{Arg, Args, ErrorKind, Lower, ScalarArg, TensorArg};
 use stablehlo::{Builder, DType, TensorType, Value};
 
-use crate::call::{Call, CallValue, TensorRef, RET_LIST, RET_NUMBER, RET_TENSOR};
+use crate::call::{Call, CallValue, MathBits, TensorRef, RET_LIST, RET_NUMBER, RET_TENSOR};
 use crate::error::{EngineError, Result};
 use crate::storage::Storage;
 
@@ -215,6 +215,7 @@ fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
         t.is_whole() as i64,
         t.is_whole_permuted() as i64,
         boxed,
+        t.math.0 as i64,
         t.sizes.len() as i64,
     ]);
     sig.extend(&t.sizes);
@@ -327,6 +328,9 @@ pub fn record(
             Some(b.arg(TensorType::scalar(DType::I64)))
         };
         view_offsets.push(offset);
+        if *write != 0 && t.math != MathBits::NONE {
+            return Err(written_math_view(call, t.math));
+        }
         if *write == 2 {
             view_values.push(None);
             continue;
@@ -334,7 +338,14 @@ pub fn record(
         let storage = typed_slot(b, &slot_args, &mut typed, *slot, t.dtype)?;
         let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
         let plan = view_box(t);
-        view_values.push(Some(read_view(b, storage, &spec, offset, plan.as_ref())?));
+        let mut value = read_view(b, storage, &spec, offset, plan.as_ref())?;
+        if t.math.conj() && t.dtype.is_complex() {
+            value = b.conj(value)?;
+        }
+        if t.math.neg() {
+            value = b.neg(value)?;
+        }
+        view_values.push(Some(value));
     }
 
     // Lowering arguments.
@@ -528,6 +539,20 @@ pub fn record(
         results.push(flag);
     }
     Ok(Recorded { outputs, results, rets })
+}
+
+/// A write into a view that still carries a lazy conjugate/negative bit
+/// would store the wrong values (the bit applies to every later read).
+fn written_math_view(call: &Call, math: MathBits) -> EngineError {
+    let what = if math.conj() { "conjugate (z.conj())" } else { "negative (_neg_view())" };
+    EngineError::new(
+        ErrorKind::Runtime,
+        format!(
+            "{}: cannot write into a {what} view on tpu; materialize it first with \
+             .resolve_conj() / .resolve_neg(), or write into the original tensor",
+            call.op
+        ),
+    )
 }
 
 fn push_new(b: &mut Builder, v: Value, outputs: &mut Vec<Output>, results: &mut Vec<Value>) -> Result<usize> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use stablehlo::DType;
 
-use crate::call::{Call, CallArg, CallValue, TensorRef, RET_TENSOR};
+use crate::call::{Call, CallArg, CallValue, MathBits, TensorRef, RET_TENSOR};
 use crate::dispatch::{run_now, RetValue};
 use crate::error::{EngineError, Result};
 use crate::runtime::engine;
@@ -82,7 +82,7 @@ pub fn storage_from_host(bytes: &[u8], dtype: DType, device: i32) -> Result<Stor
 
 /// The contiguous view of shape `sizes` over the start of `storage`.
 pub fn dense_view<'a>(storage: &'a Storage, dtype: DType, sizes: &[i64]) -> TensorRef<'a> {
-    TensorRef { storage, dtype, sizes: sizes.to_vec(), strides: contiguous_strides(sizes), offset: 0, wrapped: false }
+    TensorRef { storage, dtype, sizes: sizes.to_vec(), strides: contiguous_strides(sizes), offset: 0, wrapped: false, math: MathBits::NONE }
 }
 
 /// Copies the view `src` into contiguous host bytes. A host sync.

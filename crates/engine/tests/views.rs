@@ -1,6 +1,6 @@
 //! Engine-level tests of strided views: reading any view of a storage and
 //! writing into one, through the real plugin (no PyTorch involved).
-use engine::call::{Call, CallArg, CallValue, TensorRef, RET_TENSOR};
+use engine::call::{Call, CallArg, CallValue, MathBits, TensorRef, RET_TENSOR};
 use engine::dispatch::{run, RetValue};
 use engine::storage::Storage;
 use engine::transfer::{download, upload};
@@ -23,7 +23,7 @@ fn f32_storage(values: &[f32]) -> Storage {
 }
 
 fn view<'a>(s: &'a Storage, sizes: &[i64], strides: &[i64], offset: i64) -> TensorRef<'a> {
-    TensorRef { storage: s, dtype: DType::F32, sizes: sizes.to_vec(), strides: strides.to_vec(), offset, wrapped: false }
+    TensorRef { storage: s, dtype: DType::F32, sizes: sizes.to_vec(), strides: strides.to_vec(), offset, wrapped: false, math: MathBits::NONE }
 }
 
 fn read(t: &TensorRef) -> Vec<f32> {

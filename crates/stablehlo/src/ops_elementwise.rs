@@ -71,7 +71,7 @@ binary_ops! {
     rem => "stablehlo.remainder", Accepts::Numeric;
     max => "stablehlo.maximum", Accepts::Any;
     min => "stablehlo.minimum", Accepts::Any;
-    pow => "stablehlo.power", Accepts::Numeric;
+    pow => "stablehlo.power", Accepts::Arithmetic;
     atan2 => "stablehlo.atan2", Accepts::Float;
     and => "stablehlo.and", Accepts::IntOrBool;
     or => "stablehlo.or", Accepts::IntOrBool;
@@ -142,7 +142,10 @@ impl Builder {
         const OP: &str = "stablehlo.compare";
         let (a, b) = (self.type_of(OP, lhs)?, self.type_of(OP, rhs)?);
         same_type(OP, &a, &b)?;
-        let kind = if a.dtype.is_float() {
+        if a.dtype.is_complex() && !matches!(dir, CompareDir::Eq | CompareDir::Ne) {
+            bail!(OP, "complex numbers are only compared for equality, got {}", dir.mlir());
+        }
+        let kind = if a.dtype.is_float() || a.dtype.is_complex() {
             "FLOAT"
         } else if a.dtype.is_signed() {
             "SIGNED"
@@ -217,6 +220,14 @@ impl Builder {
     /// The imaginary part of a complex tensor.
     pub fn imag(&mut self, v: Value) -> Result<Value> {
         self.complex_part("stablehlo.imag", v)
+    }
+
+    /// The complex conjugate of a complex tensor (StableHLO has no op for
+    /// it: the parts, with the imaginary one negated).
+    pub fn conj(&mut self, v: Value) -> Result<Value> {
+        let (re, im) = (self.real(v)?, self.imag(v)?);
+        let im = self.neg(im)?;
+        self.complex(re, im)
     }
 
     fn complex_part(&mut self, op: &'static str, v: Value) -> Result<Value> {

@@ -36,13 +36,19 @@ pub const COMPLEX_OPS: &[&str] = &[
     // moving elements (fftshift is a roll; slicing's backward pads)
     "roll", "flip", "index_select", "constant_pad_nd", "slice_backward", "select_backward", "repeat",
     "where", "sum", "mean",
+    // random fills (through the view_as_real layout, as PyTorch fills them)
+    "uniform", "normal",
     // refuses with a message of its own
     "_local_scalar_dense",
     // arithmetic and the math functions StableHLO defines on complex numbers
     "add", "sub", "mul", "div", "neg", "negative", "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-    "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh",
+    "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "pow",
+    // equality (complex numbers have no order)
+    "eq", "ne", "equal", "isnan",
     // complex-specific (abs and angle dispatch here from their real lowerings)
     "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn",
+    // matrix products (ops/linalg.rs; conjugate-bit inputs are read conjugated)
+    "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "outer", "ger", "addr", "trace",
     // torch.fft (ops/fft.rs)
     "_fft_r2c", "_fft_c2c", "_fft_c2r",
 ];
@@ -59,10 +65,7 @@ fn conj_physical(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     if !t.dtype.is_complex() {
         return Ok(vec![t.value]);
     }
-    let re = lx.b.real(t.value)?;
-    let im = lx.b.imag(t.value)?;
-    let im = lx.b.neg(im)?;
-    Ok(vec![lx.b.complex(re, im)?])
+    Ok(vec![lx.b.conj(t.value)?])
 }
 
 /// The two float operands of polar/complex, broadcast to one shape.

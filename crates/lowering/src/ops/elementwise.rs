@@ -203,7 +203,7 @@ pub(crate) fn cmp(lx: &mut Lower, a: Value, b: Value, dir: CompareDir) -> Result
 
 /// `x != x`: true where x is NaN (false for non-floats).
 pub(crate) fn is_nan(lx: &mut Lower, x: Value) -> Result<Value> {
-    if lx.dtype(x).is_float() {
+    if lx.dtype(x).is_float() || lx.dtype(x).is_complex() {
         cmp(lx, x, x, CompareDir::Ne)
     } else {
         let shape = lx.shape(x);

@@ -27,7 +27,7 @@ pub const OPS: &[OpEntry] = &[
     op!("mv", mv),
     op!("addmv", addmv),
     op!("dot", dot),
-    op!("vdot", dot),
+    op!("vdot", vdot),
     op!("addr", addr),
     op!("outer", outer),
     op!("ger", outer),
@@ -351,6 +351,20 @@ fn dot(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     finish(lx, p, a.dtype)
 }
 
+/// vdot(a, b): the dot product with `a` conjugated (for real tensors, dot).
+fn vdot(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let a = args.tensor(0)?;
+    if !a.dtype.is_complex() {
+        return dot(lx, args);
+    }
+    let conj = lx.b.conj(a.value)?;
+    let mut args = args.clone();
+    if let Some(crate::args::Arg::Tensor(t)) = args.items.get_mut(0) {
+        t.value = conj;
+    }
+    dot(lx, &args)
+}
+
 /// The outer product of two vectors in the accumulation type.
 fn outer_acc(lx: &mut Lower, a: &TensorArg, b: &TensorArg) -> Result<Value> {
     if a.shape.len() != 1 || b.shape.len() != 1 {
@@ -411,7 +425,7 @@ fn trace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         );
     }
     supported(lx, "trace", t.dtype)?;
-    let out_dtype = if t.dtype.is_float() {
+    let out_dtype = if t.dtype.is_float() || t.dtype.is_complex() {
         t.dtype
     } else {
         DType::I64

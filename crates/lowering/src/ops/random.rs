@@ -118,7 +118,8 @@ fn affine(lx: &mut Lower, x: Value, a: f64, b: f64) -> Result<Value> {
 /// uniform_(self, from=0, to=1, *, generator)
 fn uniform(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
-    need_float(lx, "uniform_", t.dtype)?;
+    let (shape, dtype) = real_view(t.dtype, &t.shape);
+    need_float(lx, "uniform_", dtype)?;
     let (from, to) = (args.float_or(1, 0.0)?, args.float_or(2, 1.0)?);
     if from > to {
         bail!(
@@ -127,9 +128,39 @@ fn uniform(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             lx.op
         );
     }
-    let u = uniforms(lx, &t.shape, 1, t.dtype)?;
+    let u = uniforms(lx, &shape, 1, dtype)?;
     let v = affine(lx, u, to - from, from)?;
-    Ok(vec![lx.cast(v, t.dtype)?])
+    let v = lx.cast(v, dtype)?;
+    Ok(vec![from_real_view(lx, v, t.dtype)?])
+}
+
+/// Random ops fill a complex tensor as PyTorch does: through its
+/// `view_as_real` view, i.e. real and imaginary parts drawn as a trailing
+/// dimension of 2. Returns that view's shape and dtype (others unchanged).
+fn real_view(dtype: DType, shape: &[i64]) -> (Vec<i64>, DType) {
+    match dtype.complex_part() {
+        Some(part) => ([shape, &[2]].concat(), part),
+        None => (shape.to_vec(), dtype),
+    }
+}
+
+/// The complex tensor whose `view_as_real` view is `v` (when `dtype` is complex).
+fn from_real_view(lx: &mut Lower, v: Value, dtype: DType) -> Result<Value> {
+    if !dtype.is_complex() {
+        return Ok(v);
+    }
+    let shape = lx.shape(v);
+    let rank = shape.len();
+    let mut parts = Vec::with_capacity(2);
+    for k in 0..2 {
+        let mut start = vec![0; rank];
+        start[rank - 1] = k;
+        let mut limit = shape.clone();
+        limit[rank - 1] = k + 1;
+        let part = lx.b.slice(v, &start, &limit, &vec![1; rank])?;
+        parts.push(lx.b.reshape(part, &shape[..rank - 1])?);
+    }
+    Ok(lx.b.complex(parts[0], parts[1])?)
 }
 
 /// Standard normals of `shape` in `compute_type(dtype)` (Box-Muller).
@@ -166,7 +197,8 @@ fn standard_normal(lx: &mut Lower, shape: &[i64], dtype: DType) -> Result<Value>
 /// normal_(self, mean=0, std=1, *, generator)
 fn normal_inplace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
-    need_float(lx, "normal_kernel_cpu", t.dtype)?;
+    let (shape, dtype) = real_view(t.dtype, &t.shape);
+    need_float(lx, "normal_kernel_cpu", dtype)?;
     let (mean, std) = (args.float_or(1, 0.0)?, args.float_or(2, 1.0)?);
     if std < 0.0 {
         bail!(
@@ -175,9 +207,12 @@ fn normal_inplace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             lx.op
         );
     }
-    let z = standard_normal(lx, &t.shape, t.dtype)?;
-    let v = affine(lx, z, std, mean)?;
-    Ok(vec![lx.cast(v, t.dtype)?])
+    // A complex normal has variance std² split over its two parts.
+    let part_std = if t.dtype.is_complex() { std / std::f64::consts::SQRT_2 } else { std };
+    let z = standard_normal(lx, &shape, dtype)?;
+    let v = affine(lx, z, part_std, mean)?;
+    let v = lx.cast(v, dtype)?;
+    Ok(vec![from_real_view(lx, v, t.dtype)?])
 }
 
 /// normal.Tensor_float / float_Tensor / Tensor_Tensor (and their out=):

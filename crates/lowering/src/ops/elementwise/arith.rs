@@ -159,7 +159,7 @@ pub(crate) fn pow_ops(lx: &mut Lower, a: &Operand, b: &Operand) -> Result<Value>
     }
     compute(lx, &[a, b], out, |lx, v| {
         let (x, e) = (v[0], v[1]);
-        if lx.dtype(x).is_float() {
+        if lx.dtype(x).is_float() || lx.dtype(x).is_complex() {
             return Ok(lx.b.pow(x, e)?);
         }
         let zero = k(lx, e, 0.0)?;
@@ -315,7 +315,7 @@ pub(crate) fn pow(lx: &mut Lower, args: &Args) -> R {
     // so the common literal exponents become plain multiplies and roots, as
     // in torch's CPU kernel; a general pow is several times slower.
     if let (Some(s), Ok(t)) = (args.opt_scalar(1), args.tensor(0)) {
-        if t.dtype.is_float() && !s.from_tensor {
+        if (t.dtype.is_float() || t.dtype.is_complex()) && !s.from_tensor {
             // 16-bit floats compute in f32 and round once, as torch's CPU does.
             let x = if t.dtype.size_bytes() == 2 { lx.cast(t.value, DType::F32)? } else { t.value };
             let special = match s.literal {

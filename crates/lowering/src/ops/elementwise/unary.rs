@@ -238,7 +238,7 @@ pub(crate) fn frac(lx: &mut Lower, args: &Args) -> R {
 
 fn bool_test(lx: &mut Lower, args: &Args, non_float: bool, f: fn(&mut Lower, Value) -> Result<Value>) -> R {
     let t = args.tensor(0)?;
-    if !t.dtype.is_float() {
+    if !t.dtype.is_float() && !t.dtype.is_complex() {
         return Ok(vec![lx.full(DType::Bool, non_float as i32 as f64, &t.shape)?]);
     }
     Ok(vec![f(lx, t.value)?])
