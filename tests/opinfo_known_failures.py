@@ -70,7 +70,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('nn.functional.adaptive_avg_pool3d', '', 'float16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('nn.functional.conv_transpose2d', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('nn.functional.conv_transpose3d', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
- ('nn.functional.embedding_bag', '', 'float32', 'grad'): 'not lowered: aten::_embedding_bag_per_sample_weights_backward',
  ('nn.functional.group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.instance_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',

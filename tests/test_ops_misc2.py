@@ -1,6 +1,8 @@
 """More assorted ops on tpu against the CPU: index_reduce, nonzero_static,
 put_, angle, channel_shuffle, logcumsumexp, histc, gcd/lcm, frexp,
 segment_reduce."""
+import copy
+
 import pytest
 import torch
 
@@ -173,6 +175,72 @@ def test_embedding_bag(mode, include_last_offset, dtype):
     g = lambda w, i: torch.nn.functional.embedding_bag(i, w, mode=mode, padding_idx=4)
     tpu, cpu = run_both(g, w, idx.view(2, 4))
     assert_same(tpu, cpu)
+
+
+# The CPU refuses max with scale_grad_by_freq, and per_sample_weights
+# outside mode="sum", so those pairs are not cases.
+EMBEDDING_BAG_GRAD_CASES = [
+    (mode, case)
+    for mode in ["sum", "mean", "max"]
+    for case in ["offsets", "include_last_offset", "padding_idx", "2d", "scale_grad_by_freq", "per_sample_weights"]
+    if not (case == "scale_grad_by_freq" and mode == "max") and not (case == "per_sample_weights" and mode != "sum")
+]
+
+
+@pytest.mark.parametrize("mode,case", EMBEDDING_BAG_GRAD_CASES)
+def test_embedding_bag_grad(mode, case):
+    """The gradients of nn.EmbeddingBag: the weight's (and per_sample_weights')."""
+    w = sample(torch.float32, 10, 4)
+    idx = torch.tensor([1, 2, 4, 4, 3, 9, 1, 1])
+    offsets = torch.tensor([0, 2, 2, 5, 8]) if case == "include_last_offset" else torch.tensor([0, 2, 2, 5])
+    psw = sample(torch.float32, 8, seed=2) if case == "per_sample_weights" else None
+
+    def run(w, idx, offsets, psw):
+        w = w.clone().requires_grad_()
+        psw = psw.clone().requires_grad_() if psw is not None else None
+        kwargs = dict(mode=mode, per_sample_weights=psw, include_last_offset=case == "include_last_offset",
+                      scale_grad_by_freq=case == "scale_grad_by_freq",
+                      padding_idx=4 if case == "padding_idx" else None)
+        if case == "2d":
+            y = torch.nn.functional.embedding_bag(idx.view(2, 4), w, **kwargs)
+        else:
+            y = torch.nn.functional.embedding_bag(idx, w, offsets, **kwargs)
+        weights = torch.arange(y.numel(), dtype=y.dtype, device=y.device).view(y.shape)
+        (y * weights).sum().backward()  # distinct per-output gradients
+        return (y, w.grad) if psw is None else (y, w.grad, psw.grad)
+
+    tpu, cpu = run_both(run, w, idx, offsets, psw)
+    assert_same(tpu, cpu)
+
+
+def test_embedding_bag_module_trains():
+    torch.manual_seed(0)
+    cpu_model = torch.nn.EmbeddingBag(20, 6, mode="mean")
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    idx, offsets = torch.randint(0, 20, (12,)), torch.tensor([0, 3, 7])
+    losses = {}
+    for name, model in (("cpu", cpu_model), ("tpu", tpu_model)):
+        dev = next(model.parameters()).device
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        losses[name] = []
+        for _ in range(3):
+            loss = model(idx.to(dev), offsets.to(dev)).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses[name].append(loss.item())
+    assert losses["tpu"] == pytest.approx(losses["cpu"], rel=1e-5)
+
+
+def test_embedding_bag_sparse_gradients_are_refused_with_a_hint():
+    bag = torch.nn.EmbeddingBag(10, 3, sparse=True).to("tpu")
+    idx = torch.tensor([[1, 2], [3, 4]], device="tpu")
+    with pytest.raises(NotImplementedError, match=r"sparse=False"):
+        bag(idx).sum().backward()
+    dense = torch.nn.EmbeddingBag(10, 3).to("tpu")
+    dense.load_state_dict(bag.state_dict())
+    dense(idx).sum().backward()
+    assert dense.weight.grad.cpu()[[1, 2, 3, 4]].eq(0.5).all()  # mode="mean" over bags of 2
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])

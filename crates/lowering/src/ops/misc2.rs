@@ -1,7 +1,9 @@
 //! More OpInfo-coverage ops: index_reduce, nonzero_static, put, angle,
-//! channel_shuffle, logcumsumexp, histc, gcd/lcm, frexp; segment_reduce and
-//! embedding_bag live in misc2/segment.rs.
+//! channel_shuffle, logcumsumexp, histc, gcd/lcm, frexp, segment_reduce,
+//! embedding_bag.
 //!
+//! - `misc2/segment.rs`: segment_reduce and its backward;
+//! - `misc2/embedding_bag.rs`: _embedding_bag and its two backward ops;
 //! - `misc2/index.rs`: index_reduce, nonzero_static, put;
 //! - `misc2/pointwise.rs`: angle, frexp;
 //! - `misc2/shuffle.rs`: channel_shuffle;
@@ -21,6 +23,7 @@ mod histc;
 mod index;
 mod logcumsumexp;
 mod pointwise;
+mod embedding_bag;
 mod segment;
 mod shuffle;
 use gcd::{gcd, lcm};
@@ -28,7 +31,8 @@ use histc::histc;
 use index::{index_reduce, nonzero_static, put};
 use logcumsumexp::logcumsumexp;
 use pointwise::{angle, frexp};
-use segment::{embedding_bag, segment_reduce, segment_reduce_backward};
+use embedding_bag::{embedding_bag, embedding_bag_backward, embedding_bag_per_sample_weights_backward};
+use segment::{segment_reduce, segment_reduce_backward};
 use shuffle::channel_shuffle;
 
 type R = Result<Vec<Value>>;
@@ -51,6 +55,8 @@ pub const OPS: &[OpEntry] = &[
     op!("_segment_reduce_backward", segment_reduce_backward),
     op!("_embedding_bag_forward_only", embedding_bag),
     op!("_embedding_bag", embedding_bag),
+    op!("_embedding_bag_backward", embedding_bag_backward),
+    op!("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward),
 ];
 
 pub(super) fn cmp(lx: &mut Lower, a: V, x: f64, dir: CompareDir) -> Result<V> {

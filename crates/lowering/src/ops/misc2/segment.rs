@@ -1,9 +1,9 @@
-//! Segment reductions (segment_reduce and its backward) and embedding_bag,
-//! all as masked reductions over a [segments, positions, ...] broadcast.
+//! Segment reductions (segment_reduce and its backward), as masked
+//! reductions over a [segments, positions, ...] broadcast.
 use stablehlo::{CompareDir, DType, Value};
 
 use super::cmp;
-use crate::args::{norm_dim, Arg, Args, TensorArg};
+use crate::args::{norm_dim, Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
 use crate::error::Result;
@@ -94,102 +94,6 @@ pub(super) fn segment_reduce(lx: &mut Lower, args: &Args) -> R {
     }
     let _ = s;
     Ok(vec![lx.cast(out, data.dtype)?])
-}
-
-/// _embedding_bag[_forward_only](weight, indices, offsets, scale_grad_by_freq,
-/// mode, sparse, per_sample_weights, include_last_offset, padding_idx):
-/// a masked reduction over [bags, N, D] of the gathered rows.
-pub(super) fn embedding_bag(lx: &mut Lower, args: &Args) -> R {
-    let weight = args.tensor(0)?.clone();
-    let indices = args.tensor(1)?.clone();
-    let offsets = args.tensor(2)?.clone();
-    let mode = args.int_or(4, 0)?;
-    let psw = args.opt_tensor(6).cloned();
-    let last = args.bool_or(7, false)?;
-    let pad = args.int_or(8, -1)?;
-    if indices.shape.len() != 1 || offsets.shape.len() != 1 || weight.shape.len() != 2 {
-        bail!(Value, "{}: embedding_bag: input has to be 1D or 2D Tensor and weight 2D", lx.op);
-    }
-    if !weight.dtype.is_float() {
-        return Err(not_for("embedding_bag_cpu", weight.dtype));
-    }
-    let n = indices.shape[0];
-    let dm = weight.shape[1];
-    let nb = if last { offsets.shape[0] - 1 } else { offsets.shape[0] };
-    let off = lx.cast(offsets.value, DType::I64)?;
-    let starts = lx.b.slice(off, &[0], &[nb], &[1])?;
-    let ends = if last {
-        lx.b.slice(off, &[1], &[nb + 1], &[1])?
-    } else {
-        let p = lx.b.constant_i64(DType::I64, n);
-        let e = lx.b.pad(off, p, &[0], &[1], &[0])?;
-        lx.b.slice(e, &[1], &[nb + 1], &[1])?
-    };
-    let idx = lx.cast(indices.value, DType::I64)?;
-    let ta = |value, dtype, shape: &[i64]| {
-        Arg::Tensor(TensorArg { value, dtype, shape: shape.to_vec(), wrapped_number: false })
-    };
-    let sub = Args {
-        op: args.op.clone(),
-        items: vec![ta(weight.value, weight.dtype, &weight.shape), Arg::Int(0), ta(idx, DType::I64, &[n])],
-    };
-    let f = crate::table::lookup("index_select").expect("index_select lowering").lower;
-    let rows = f(lx, &sub)?[0]; // [n, D]
-    let w = wide(weight.dtype);
-    let mut rows = lx.cast(rows, w)?;
-    if let Some(p) = psw {
-        let pv = lx.cast(p.value, w)?;
-        let pb = lx.b.broadcast_in_dim(pv, &[n, dm], &[0])?;
-        rows = lx.b.mul(rows, pb)?;
-    }
-    let ms = [nb, n];
-    let sb = lx.b.broadcast_in_dim(starts, &ms, &[0])?;
-    let eb = lx.b.broadcast_in_dim(ends, &ms, &[0])?;
-    let pos = lx.b.iota(DType::I64, &ms, 1)?;
-    let ge = lx.b.compare(pos, sb, CompareDir::Ge)?;
-    let lt = lx.b.compare(pos, eb, CompareDir::Lt)?;
-    let mut mask = lx.b.and(ge, lt)?;
-    let seg_mask = mask;
-    if pad >= 0 {
-        let ib = lx.b.broadcast_in_dim(idx, &ms, &[1])?;
-        let np = cmp(lx, ib, pad as f64, CompareDir::Ne)?;
-        mask = lx.b.and(mask, np)?;
-    }
-    let big = [nb, n, dm];
-    let mb = lx.b.broadcast_in_dim(mask, &big, &[0, 1])?;
-    let xb = lx.b.broadcast_in_dim(rows, &big, &[1, 2])?;
-    let cnt = lx.cast(mask, DType::I64)?;
-    let cnt = lx.b.reduce_sum(cnt, &[1])?; // [nb]
-    let out = if mode == 2 {
-        let id = lx.full(w, f64::NEG_INFINITY, &big)?;
-        let sel = lx.b.select(mb, xb, id)?;
-        let m = lx.b.reduce_max(sel, &[1])?;
-        let cb = lx.b.broadcast_in_dim(cnt, &[nb, dm], &[0])?;
-        let empty = cmp(lx, cb, 0.0, CompareDir::Eq)?;
-        let z = lx.full(w, 0.0, &[nb, dm])?;
-        lx.b.select(empty, z, m)?
-    } else {
-        let id = lx.full(w, 0.0, &big)?;
-        let sel = lx.b.select(mb, xb, id)?;
-        let s = lx.b.reduce_sum(sel, &[1])?;
-        if mode == 1 {
-            let cf = lx.cast(cnt, w)?;
-            let one = lx.full(w, 1.0, &[nb])?;
-            let cf = lx.b.max(cf, one)?;
-            let cb = lx.b.broadcast_in_dim(cf, &[nb, dm], &[0])?;
-            lx.b.div(s, cb)?
-        } else {
-            s
-        }
-    };
-    let out = lx.cast(out, weight.dtype)?;
-    // offset2bag: the bag of each index position (positions past every bag → 0).
-    let sm = lx.cast(seg_mask, DType::I64)?;
-    let bag_iota = lx.b.iota(DType::I64, &ms, 0)?;
-    let bagid = lx.b.mul(sm, bag_iota)?;
-    let o2b = lx.b.reduce_sum(bagid, &[0])?;
-    let maxi = if mode == 2 { lx.full(DType::I64, 0.0, &[nb, dm])? } else { lx.full(DType::I64, 0.0, &[nb])? };
-    Ok(vec![out, o2b, cnt, maxi])
 }
 
 /// (starts, ends) of each segment, [B..., S] i64, from lengths or offsets.
