@@ -13,6 +13,16 @@ def test_get_amp_supported_dtype():
     assert torch.tpu.is_bf16_supported()
 
 
+def test_autocast_defaults_to_bfloat16():
+    # TPUs compute in bfloat16; torch.autocast("cuda") would give float16.
+    assert torch.get_autocast_dtype("tpu") == torch.bfloat16
+    x = torch.randn(4, 4, device="tpu")
+    with torch.autocast("tpu"):
+        assert (x @ x).dtype == torch.bfloat16
+    with torch.tpu.amp.autocast():
+        assert (x @ x).dtype == torch.bfloat16
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_autocast_matmuls_run_in_low_precision_and_match_cpu(mode, dtype):
     torch.manual_seed(0)

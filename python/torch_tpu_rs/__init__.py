@@ -39,6 +39,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
+# `torch.autocast("tpu")` without a dtype casts to bfloat16, the native
+# 16-bit type of TPUs (as torch_xla does; torch.tpu.amp.autocast agrees).
+torch.set_autocast_dtype("tpu", torch.bfloat16)
+
 from . import distributed as _distributed  # noqa: E402
 
 _distributed.register()  # torch.distributed backend "tpu"
