@@ -4,6 +4,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -115,6 +116,16 @@ struct Marshal {
     } else if (v.isDouble()) {
       a.kind = TPU_ARG_FLOAT;
       a.f = v.toDouble();
+    } else if (v.isComplexDouble()) {
+      // A complex Scalar (`masked_fill(m, 1j)`, `z[0] = 2j`): as a complex
+      // CPU scalar above, a wrapped 0-dim device tensor.
+      keep_alive.push_back(at::scalar_tensor(c10::Scalar(v.toComplexDouble()), at::TensorOptions().dtype(at::kComplexDouble))
+                               .to(c10::Device(kTpu, current_device())));
+      keep_alive.back().unsafeGetTensorImpl()->set_wrapped_number(true);
+      tensor_lists.emplace_back(1, tensor(keep_alive.back()));
+      a.tensors = tensor_lists.back().data();
+      a.len = 1;
+      a.kind = TPU_ARG_TENSOR;
     } else if (v.isBoolList()) {
       std::vector<int64_t> xs;
       for (bool b : v.toBoolList()) xs.push_back(b);

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_tpu_rs
 
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool]
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool, torch.complex64]
 MAX_SAMPLES = 3
 
 # Ops that abort or hang the process on tpu: never run (found by opinfo_refresh.py,

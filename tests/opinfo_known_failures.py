@@ -6,23 +6,54 @@ file only shrinks (rerun opinfo_refresh.py after adding lowerings).
 CRASHES: cases that abort or hang the process; the test skips them.
 """
 
-FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
+FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index.Tensor_out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README unde',
+ ('__rsub__', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::rsub.Tensor does not support torch.complex64 tensors on the tpu device yet '
+                                       '(the ops that do are listed in the README under "Co',
+ ('_unsafe_masked_index', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index.Tensor_out does not support torch.complex64 tensors on '
+                                                   'the tpu device yet (the ops that do are listed in the README unde',
+ ('acos', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acos.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                   'ops that do are listed in the README under "Compl',
+ ('acosh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acosh.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                    'ops that do are listed in the README under "Comp',
+ ('addcdiv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::addcdiv.out does not support torch.complex64 tensors on the tpu device yet '
+                                      '(the ops that do are listed in the README under "Co',
+ ('addcmul', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::addcmul.out does not support torch.complex64 tensors on the tpu device yet '
+                                      '(the ops that do are listed in the README under "Co',
+ ('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('addr', '', 'float16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
+ ('all', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::all.all_out does not support torch.complex64 tensors on the tpu device yet (the '
+                                  'ops that do are listed in the README under "Co',
+ ('any', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::any.all_out does not support torch.complex64 tensors on the tpu device yet (the '
+                                  'ops that do are listed in the README under "Co',
  ('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('argsort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('argsort', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
+ ('argwhere', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nonzero does not support torch.complex64 tensors on the tpu device yet '
+                                       '(the ops that do are listed in the README under "Comple',
  ('as_strided', 'partial_views', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'bool', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
+ ('as_strided', 'partial_views', 'complex64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'float16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'float32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'float32', 'grad'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'float64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'int32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
  ('as_strided', 'partial_views', 'int64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
+ ('asin', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::asin.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                   'ops that do are listed in the README under "Compl',
+ ('asinh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::asinh.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                    'ops that do are listed in the README under "Comp',
+ ('atan', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::atan.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                   'ops that do are listed in the README under "Compl',
+ ('atanh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::atanh.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                    'ops that do are listed in the README under "Comp',
  ('chalf', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                    'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                'float64, float16, bfloat16, int64, int32, int16, in',
+ ('chalf', '', 'complex64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
+                                    'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'float16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'float32', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
@@ -33,8 +64,22 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                 'float64, float16, bfloat16, int64, int32, int16, in',
+ ('cholesky_inverse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::cholesky_inverse does not support torch.complex64 tensors on the '
+                                               'tpu device yet (the ops that do are listed in the README unde',
+ ('cholesky_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_cholesky_solve_helper does not support torch.complex64 tensors on '
+                                             'the tpu device yet (the ops that do are listed in the READM',
+ ('combinations', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index.Tensor_out does not support torch.complex64 tensors on the tpu '
+                                           'device yet (the ops that do are listed in the README unde',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',
+ ('count_nonzero', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::count_nonzero.dim_IntList does not support torch.complex64 tensors on '
+                                            'the tpu device yet (the ops that do are listed in the RE',
+ ('cross', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cross.out does not support torch.complex64 tensors on the tpu device '
+                                    'yet (the ops that do are listed in the README unde',
+ ('exp2', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::exp2.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                   'ops that do are listed in the README under "Compl',
+ ('geqrf', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::geqrf does not support torch.complex64 tensors on the tpu device yet (the ops '
+                                    'that do are listed in the README under "Complex ',
  ('hash_tensor', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device '
                                          '(supported: float32, float64, float16, bfloat16, int64, int32,',
  ('hash_tensor', '', 'bool', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device (supported: '
@@ -49,33 +94,178 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                       'float32, float64, float16, bfloat16, int64, int32,',
  ('hash_tensor', '', 'int64', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device (supported: '
                                       'float32, float64, float16, bfloat16, int64, int32,',
+ ('index_add', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index_add.out does not support torch.complex64 tensors on the tpu device '
+                                        'yet (the ops that do are listed in the README under "',
+ ('index_copy', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index_copy.out does not support torch.complex64 tensors on the tpu '
+                                         'device yet (the ops that do are listed in the README under ',
+ ('index_fill', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index_fill_.int_Scalar does not support torch.complex64 tensors on the '
+                                         'tpu device yet (the ops that do are listed in the READM',
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
+ ('lerp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::lerp.Scalar_out does not support torch.complex64 tensors on the tpu device yet '
+                                   '(the ops that do are listed in the README under',
+ ('linalg.cholesky', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cholesky_ex.L does not support torch.complex64 tensors on '
+                                              'the tpu device yet (the ops that do are listed in the README ',
+ ('linalg.cholesky_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cholesky_ex.L does not support torch.complex64 tensors on '
+                                                 'the tpu device yet (the ops that do are listed in the README ',
+ ('linalg.cond', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under "',
+ ('linalg.cross', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cross.out does not support torch.complex64 tensors on the tpu '
+                                           'device yet (the ops that do are listed in the README unde',
+ ('linalg.det', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_det.result does not support torch.complex64 tensors on the tpu '
+                                         'device yet (the ops that do are listed in the README un',
+ ('linalg.eig', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_eig does not support torch.complex64 tensors on the tpu device '
+                                         'yet (the ops that do are listed in the README under "Com',
  ('linalg.eig', '', 'float32', 'fwd'): 'not lowered: aten::linalg_eig',
  ('linalg.eig', '', 'float32', 'grad'): 'not lowered: aten::linalg_eig',
  ('linalg.eig', '', 'float64', 'fwd'): 'not lowered: aten::linalg_eig',
+ ('linalg.eigh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 tensors on '
+                                          'the tpu device yet (the ops that do are listed in the REA',
  ('linalg.eigh', '', 'float32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('linalg.eigh', '', 'float64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
+ ('linalg.eigvals', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigvals does not support torch.complex64 tensors on the tpu '
+                                             'device yet (the ops that do are listed in the README under',
  ('linalg.eigvals', '', 'float32', 'fwd'): 'not lowered: aten::_linalg_eigvals',
  ('linalg.eigvals', '', 'float64', 'fwd'): 'not lowered: aten::_linalg_eigvals',
+ ('linalg.eigvalsh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 tensors '
+                                              'on the tpu device yet (the ops that do are listed in the REA',
+ ('linalg.householder_product', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_householder_product does not support '
+                                                         'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the R',
+ ('linalg.inv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_inv_ex.inverse does not support torch.complex64 tensors on the '
+                                         'tpu device yet (the ops that do are listed in the README',
+ ('linalg.inv_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_inv_ex.inverse does not support torch.complex64 tensors on the '
+                                            'tpu device yet (the ops that do are listed in the README',
+ ('linalg.ldl_factor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 tensors '
+                                                'on the tpu device yet (the ops that do are listed in the REA',
+ ('linalg.ldl_factor_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 '
+                                                   'tensors on the tpu device yet (the ops that do are listed in the REA',
+ ('linalg.ldl_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_solve.out does not support torch.complex64 tensors on '
+                                               'the tpu device yet (the ops that do are listed in the README ',
+ ('linalg.lstsq', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lstsq.out does not support torch.complex64 tensors on the tpu '
+                                           'device yet (the ops that do are listed in the README unde',
+ ('linalg.lstsq', 'grad_oriented', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lstsq.out does not support torch.complex64 tensors '
+                                                        'on the tpu device yet (the ops that do are listed in the README unde',
+ ('linalg.lu', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu.out does not support torch.complex64 tensors on the tpu device '
+                                        'yet (the ops that do are listed in the README under "',
+ ('linalg.lu_factor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 tensors '
+                                               'on the tpu device yet (the ops that do are listed in the READ',
+ ('linalg.lu_factor_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 '
+                                                  'tensors on the tpu device yet (the ops that do are listed in the READ',
+ ('linalg.lu_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_solve.out does not support torch.complex64 tensors on the '
+                                              'tpu device yet (the ops that do are listed in the README u',
+ ('linalg.matrix_power', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::eye.m_out does not support torch.complex64 tensors on the tpu '
+                                                  'device yet (the ops that do are listed in the README under "Comp',
+ ('linalg.matrix_rank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the '
+                                                 'tpu device yet (the ops that do are listed in the README under "',
+ ('linalg.matrix_rank', 'hermitian', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support '
+                                                          'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the REA',
+ ('linalg.matrix_sqrth', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_sqrth does not support torch.complex64 tensors on '
+                                                  'the tpu device yet (the ops that do are listed in the README u',
+ ('linalg.pinv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under "',
+ ('linalg.pinv', 'hermitian', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 '
+                                                   'tensors on the tpu device yet (the ops that do are listed in the REA',
+ ('linalg.pinv', 'singular', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the '
+                                                  'tpu device yet (the ops that do are listed in the README under "',
+ ('linalg.polar', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_polar.out does not support torch.complex64 tensors on the tpu '
+                                           'device yet (the ops that do are listed in the README unde',
  ('linalg.polar', '', 'float32', 'fwd'): 'not lowered: aten::linalg_polar.out',
  ('linalg.polar', '', 'float32', 'grad'): 'not lowered: aten::linalg_polar.out',
  ('linalg.polar', '', 'float64', 'fwd'): 'not lowered: aten::linalg_polar.out',
+ ('linalg.qr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu device '
+                                        'yet (the ops that do are listed in the README under "',
+ ('linalg.slogdet', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_slogdet.sign does not support torch.complex64 tensors on the '
+                                             'tpu device yet (the ops that do are listed in the README ',
+ ('linalg.solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_solve_ex.result does not support torch.complex64 tensors on '
+                                           'the tpu device yet (the ops that do are listed in the READ',
+ ('linalg.solve_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_solve_ex.result does not support torch.complex64 tensors on '
+                                              'the tpu device yet (the ops that do are listed in the READ',
+ ('linalg.solve_triangular', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_solve_triangular does not support torch.complex64 '
+                                                      'tensors on the tpu device yet (the ops that do are listed in the READ',
+ ('linalg.svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
+                                         'yet (the ops that do are listed in the README under "',
+ ('linalg.svdvals', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
+                                             'device yet (the ops that do are listed in the README under "',
+ ('linalg.tensorinv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_inv_ex.inverse does not support torch.complex64 tensors on '
+                                               'the tpu device yet (the ops that do are listed in the README',
+ ('linalg.tensorsolve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_solve_ex.result does not support torch.complex64 tensors '
+                                                 'on the tpu device yet (the ops that do are listed in the READ',
+ ('logaddexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logaddexp.out does not support torch.complex64 tensors on the tpu device '
+                                        'yet (the ops that do are listed in the README under "',
+ ('logcumsumexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_logcumsumexp does not support torch.complex64 tensors on the tpu '
+                                           'device yet (the ops that do are listed in the README under "',
+ ('logdet', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_slogdet.sign does not support torch.complex64 tensors on the tpu '
+                                     'device yet (the ops that do are listed in the README ',
+ ('logical_and', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_and.out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under',
+ ('logical_not', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_not.out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under',
+ ('logical_or', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_or.out does not support torch.complex64 tensors on the tpu '
+                                         'device yet (the ops that do are listed in the README under ',
+ ('logical_xor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_xor.out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under',
+ ('lu', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 tensors on the tpu '
+                                 'device yet (the ops that do are listed in the READ',
+ ('lu_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_solve.out does not support torch.complex64 tensors on the tpu '
+                                       'device yet (the ops that do are listed in the README u',
+ ('lu_unpack', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::lu_unpack.out does not support torch.complex64 tensors on the tpu device '
+                                        'yet (the ops that do are listed in the README under "',
+ ('masked_scatter', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::masked_scatter_ does not support torch.complex64 tensors on the tpu '
+                                             'device yet (the ops that do are listed in the README under',
+ ('masked_select', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::masked_select does not support torch.complex64 tensors on the tpu '
+                                            'device yet (the ops that do are listed in the README under "',
  ('matrix_exp', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
+ ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
+                                         'device yet (the ops that do are listed in the README und',
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('matrix_exp', '', 'float32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
+ ('nan_to_num', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nan_to_num.out does not support torch.complex64 tensors on the tpu '
+                                         'device yet (the ops that do are listed in the README under ',
  ('native_group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('native_group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.adaptive_avg_pool3d', '', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('nn.functional.adaptive_avg_pool3d', '', 'float16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
+ ('nn.functional.channel_shuffle', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::channel_shuffle does not support torch.complex64 '
+                                                            'tensors on the tpu device yet (the ops that do are listed in the README under',
  ('nn.functional.conv_transpose2d', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('nn.functional.conv_transpose3d', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('nn.functional.group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.instance_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.interpolate', 'trilinear', 'float16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
+ ('nn.functional.pad', 'reflect', 'complex64', 'fwd'): 'error: NotImplementedError: aten::reflection_pad1d.out does not support torch.complex64 '
+                                                       'tensors on the tpu device yet (the ops that do are listed in the README ',
+ ('nn.functional.pad', 'replicate', 'complex64', 'fwd'): 'error: NotImplementedError: aten::replication_pad1d.out does not support torch.complex64 '
+                                                         'tensors on the tpu device yet (the ops that do are listed in the README',
+ ('nn.functional.pad', 'replicate_negative', 'complex64', 'fwd'): 'error: NotImplementedError: aten::replication_pad2d.out does not support '
+                                                                  'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the '
+                                                                  'README',
+ ('nn.functional.unfold', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::im2col does not support torch.complex64 tensors on the tpu '
+                                                   'device yet (the ops that do are listed in the README under "Complex',
+ ('nonzero', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nonzero does not support torch.complex64 tensors on the tpu device yet (the '
+                                      'ops that do are listed in the README under "Comple',
+ ('nonzero_static', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nonzero_static does not support torch.complex64 tensors on the tpu '
+                                             'device yet (the ops that do are listed in the README under ',
+ ('norm', 'nuc', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
+                                      'yet (the ops that do are listed in the README under "',
+ ('ormqr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::ormqr does not support torch.complex64 tensors on the tpu device yet (the ops '
+                                    'that do are listed in the README under "Complex ',
+ ('pca_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under "',
+ ('pinverse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
+                                       'yet (the ops that do are listed in the README under "',
  ('polar', '', 'float16', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16',
+ ('put', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::put_ does not support torch.complex64 tensors on the tpu device yet (the ops '
+                                  'that do are listed in the README under "Complex t',
+ ('renorm', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::renorm.out does not support torch.complex64 tensors on the tpu device yet '
+                                     '(the ops that do are listed in the README under "Com',
+ ('rsub', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::rsub.Tensor does not support torch.complex64 tensors on the tpu device yet '
+                                   '(the ops that do are listed in the README under "Co',
+ ('scatter_add', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::scatter_add.out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under',
+ ('sinc', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::sinc.out does not support torch.complex64 tensors on the tpu device yet (the '
+                                   'ops that do are listed in the README under "Compl',
  ('sort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('sort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('sort', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
@@ -89,14 +279,25 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                              "'SparseCsrtpu' backend. This could be because the operator does",
  ('sparse.mm', 'reduce', 'float64', 'fwd'): "error: NotImplementedError: Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the "
                                             "'SparseCsrtpu' backend. This could be because the operator does",
+ ('sparse.sampled_addmm', '', 'complex64', 'fwd'): "error: NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the "
+                                                   "'SparseCsrtpu' backend. This could be because the operator doesn'",
  ('sparse.sampled_addmm', '', 'float32', 'fwd'): "error: NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the "
                                                  "'SparseCsrtpu' backend. This could be because the operator doesn'",
  ('sparse.sampled_addmm', '', 'float32', 'grad'): "error: NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the "
                                                   "'SparseCsrtpu' backend. This could be because the operator doesn'",
  ('sparse.sampled_addmm', '', 'float64', 'fwd'): "error: NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the "
                                                  "'SparseCsrtpu' backend. This could be because the operator doesn'",
+ ('stft', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::reflection_pad1d.out does not support torch.complex64 tensors on the tpu '
+                                   'device yet (the ops that do are listed in the README ',
+ ('svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device yet '
+                                  '(the ops that do are listed in the README under "',
+ ('svd_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
+                                          'device yet (the ops that do are listed in the README under "',
+ ('take', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::take does not support torch.complex64 tensors on the tpu device yet (the ops '
+                                   'that do are listed in the README under "Complex t',
  ('tensor_split', '', 'bfloat16', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('tensor_split', '', 'bool', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
+ ('tensor_split', '', 'complex64', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('tensor_split', '', 'float16', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('tensor_split', '', 'float32', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('tensor_split', '', 'float32', 'grad'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
@@ -105,6 +306,8 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('tensor_split', '', 'int64', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('to_sparse', '', 'bfloat16', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'bool', 'fwd'): 'not lowered: aten::_to_sparse',
+ ('to_sparse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_to_sparse does not support torch.complex64 tensors on the tpu device yet '
+                                        '(the ops that do are listed in the README under "Com',
  ('to_sparse', '', 'float16', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'float32', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'float32', 'grad'): 'not lowered: aten::_to_sparse',
@@ -114,6 +317,8 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
  ('topk', '', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('topk', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('topk', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
+ ('triangular_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::triangular_solve.X does not support torch.complex64 tensors on the '
+                                               'tpu device yet (the ops that do are listed in the README un',
  ('view_as_complex', '', 'float16', 'fwd'): 'error: TypeError: aten::copy_ (tpu -> cpu): dtype torch.complex32 is not supported on the tpu device '
                                             '(supported: float32, float64, float16, bfloat16, int64, int'}
 

@@ -176,6 +176,8 @@ MATRIX_PRODUCTS = {
     "mm_mH": lambda a, b, c: a @ b.mH,
     "matmul_batched": lambda a, b, c: torch.stack([a, b]) @ torch.stack([b, a]).conj(),
     "addmm": lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+    "addmm_complex_scalars": lambda a, b, c: torch.addmm(c, a, b, beta=0.2 + 0.6j, alpha=0.3j),
+    "baddbmm_complex_scalars": lambda a, b, c: torch.baddbmm(c[None], a[None], b[None], alpha=1 - 1j),
     "baddbmm": lambda a, b, c: torch.baddbmm(c[None], a[None], b.mH[None]),
     "mv": lambda a, b, c: a @ b[:, 0].conj(),
     "dot": lambda a, b, c: torch.dot(a[0], b[:, 1]),
@@ -272,6 +274,81 @@ def test_random_fills(dtype):
     again = torch.randn(100_000, dtype=dtype, device="tpu").cpu()
     assert torch.equal(again, z)
     assert not torch.equal(torch.randn(100_000, dtype=dtype, device="tpu").cpu(), z)
+
+
+REDUCTIONS = {
+    "prod": lambda x: (x.prod(), x.prod(1)),
+    "cumsum": lambda x: x.cumsum(1),
+    "cumprod": lambda x: x.cumprod(0),
+    "var": lambda x: (x.var(), x.var(1, correction=0)),
+    "std": lambda x: (x.std(), x.std(0)),
+    "var_mean": lambda x: torch.var_mean(x, 1),
+    "vector_norm": lambda x: [torch.linalg.vector_norm(x, p) for p in (2, 1, float("inf"), 3)],
+    "norm_dim": lambda x: x.norm(dim=1),
+    "matrix_norm": lambda x: torch.linalg.matrix_norm(x),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REDUCTIONS))
+def test_reductions(mode, case):
+    tpu, cpu = run_both(REDUCTIONS[case], crandn(3, 4, seed=10))
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", ["sinh", "cosh", "sigmoid", "square"])
+def test_more_math_functions(mode, fn):
+    tpu, cpu = run_both(getattr(torch, fn), crandn(8, seed=11))
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", ["tanh", "sigmoid", "norm", "var", "cumsum"])
+def test_more_gradients(mode, fn):
+    # tanh/sigmoid backward multiply by the conjugate derivative.
+    f = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "norm": torch.norm, "var": torch.var,
+         "cumsum": lambda x: x.cumsum(0)}[fn]
+
+    def run(x):
+        x = x.clone().requires_grad_()
+        y = f(x)
+        (y.abs().sum() if y.is_complex() else y.sum()).backward()
+        return x.grad
+
+    tpu, cpu = run_both(run, crandn(6, seed=12))
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+INDEXING = {
+    "gather": lambda x: x.gather(1, torch.tensor([[0, 2], [3, 3], [1, 0]], device=x.device)),
+    "scatter": lambda x: torch.zeros_like(x).scatter(1, torch.tensor([[0, 2], [3, 1], [1, 0]], device=x.device), x),
+    "index_put": lambda x: x.clone().index_put_((torch.tensor([0, 2], device=x.device),), x[1]),
+    "index_put_accumulate": lambda x: x.clone().index_put_((torch.tensor([0, 0], device=x.device),), x[1:],
+                                                           accumulate=True),
+    "masked_fill_complex": lambda x: x.masked_fill(x.real > 0, 2 - 1j),
+    "masked_fill_real": lambda x: x.masked_fill(x.real > 0, 3.0),
+    "triu_tril": lambda x: (x.triu(1), x.tril()),
+    "setitem": lambda x: (lambda y: (y.__setitem__((slice(None), 0), 5 - 1j), y)[1])(x.clone()),
+    "fill": lambda x: x.clone().fill_(1j),
+    "full": lambda x: torch.full((2, 3), 1 + 2j, device=x.device),
+    "add_alpha": lambda x: torch.add(x, x, alpha=2j),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INDEXING))
+def test_indexing_masking_and_complex_scalars(mode, case):
+    tpu, cpu = run_both(INDEXING[case], crandn(3, 4, seed=13))
+    assert_same(tpu, cpu, rtol=1e-6, atol=1e-6)
+
+
+def test_complex_fill_value_into_a_real_tensor_is_refused(mode):
+    t = torch.zeros(3, device="tpu")
+    with pytest.raises(RuntimeError, match="value cannot be converted"):
+        t.masked_fill(t == 0, 1j).cpu()
+    with pytest.raises(RuntimeError, match="value cannot be converted"):
+        t.fill_(1j)
+        t.cpu()
+    assert torch.equal(t.cpu(), torch.zeros(3))
+    with pytest.raises(RuntimeError, match="value cannot be converted"):
+        torch.addmm(t[:, None], t[:, None], t[None], alpha=1j).cpu()
 
 
 def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):

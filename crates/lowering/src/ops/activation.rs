@@ -453,8 +453,18 @@ fn tanh_backward(lx: &mut Lower, args: &Args) -> R {
 pub(crate) fn sigmoid_grad(lx: &mut Lower, g: Value, y: Value) -> Result<Value> {
     let one = k(lx, y, 1.0)?;
     let omy = lx.b.sub(one, y)?;
-    let a = lx.b.mul(g, omy)?;
-    Ok(lx.b.mul(a, y)?)
+    let d = lx.b.mul(omy, y)?;
+    let d = conj_if_complex(lx, d)?;
+    Ok(lx.b.mul(g, d)?)
+}
+
+/// PyTorch's complex gradients multiply by the conjugate derivative.
+fn conj_if_complex(lx: &mut Lower, d: Value) -> Result<Value> {
+    if lx.dtype(d).is_complex() {
+        Ok(lx.b.conj(d)?)
+    } else {
+        Ok(d)
+    }
 }
 
 /// `g * (1 - y^2)`: a gradient through tanh, from its output `y`.
@@ -462,5 +472,6 @@ pub(crate) fn tanh_grad(lx: &mut Lower, g: Value, y: Value) -> Result<Value> {
     let one = k(lx, y, 1.0)?;
     let y2 = lx.b.mul(y, y)?;
     let d = lx.b.sub(one, y2)?;
+    let d = conj_if_complex(lx, d)?;
     Ok(lx.b.mul(g, d)?)
 }

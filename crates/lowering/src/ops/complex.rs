@@ -35,14 +35,18 @@ pub const COMPLEX_OPS: &[&str] = &[
     "detach_copy", "cat", "stack", "_unsafe_view", "view_copy", "_reshape_copy",
     // moving elements (fftshift is a roll; slicing's backward pads)
     "roll", "flip", "index_select", "constant_pad_nd", "slice_backward", "select_backward", "repeat",
-    "where", "sum", "mean",
+    "where", "sum", "mean", "prod", "cumsum", "cumprod", "var", "std", "var_mean", "std_mean",
+    "linalg_vector_norm", "norm",
+    // indexing and masking
+    "gather", "scatter", "index_put", "_index_put_impl", "masked_fill", "triu", "tril",
     // random fills (through the view_as_real layout, as PyTorch fills them)
     "uniform", "normal",
     // refuses with a message of its own
     "_local_scalar_dense",
     // arithmetic and the math functions StableHLO defines on complex numbers
     "add", "sub", "mul", "div", "neg", "negative", "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-    "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "pow",
+    "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "pow", "sinh", "cosh", "sigmoid", "square",
+    "tanh_backward", "sigmoid_backward",
     // equality (complex numbers have no order)
     "eq", "ne", "equal", "isnan",
     // complex-specific (abs and angle dispatch here from their real lowerings)

@@ -243,6 +243,21 @@ pub(crate) fn type_name(d: DType) -> &'static str {
     }
 }
 
+/// A complex fill value for a real tensor: PyTorch refuses it rather than
+/// drop the imaginary part.
+pub(crate) fn check_fill_value(op: &str, value: DType, target: DType) -> Result<()> {
+    if value.is_complex() && !target.is_complex() {
+        return Err(LowerError::new(
+            ErrorKind::Runtime,
+            format!(
+                "{op}: value cannot be converted to type {} without overflow",
+                crate::dtypes::name(target).trim_start_matches("torch.")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// PyTorch's "not implemented for 'Bool'"-style dtype error.
 pub(crate) fn not_for(name: &str, d: DType) -> LowerError {
     LowerError::new(ErrorKind::NotImplemented, format!("\"{name}\" not implemented for '{}'", type_name(d)))

@@ -147,6 +147,7 @@ pub(super) fn masked_fill(lx: &mut Lower, args: &Args) -> R {
             v.shape.len()
         );
     }
+    super::check_fill_value(lx.op, v.dtype, s.dtype)?;
     let shape = broadcast_shape(lx, &[&s, &m])?;
     let cv = condition(lx, &m, &shape)?;
     let sv = lx.expand(s.value, &shape)?;

@@ -120,7 +120,17 @@ float_unary! {
         Ok(lx.b.sub(one, e)?)
     }
     erfinv(lx, x) { Ok(lx.b.erfinv(x)?) }
-    sigmoid(lx, x) { Ok(lx.b.logistic(x)?) }
+    sigmoid(lx, x) {
+        if !lx.dtype(x).is_complex() {
+            return Ok(lx.b.logistic(x)?);
+        }
+        // StableHLO's logistic is real-only: 1 / (1 + exp(-z)).
+        let one = k(lx, x, 1.0)?;
+        let nx = lx.b.neg(x)?;
+        let e = lx.b.exp(nx)?;
+        let den = lx.b.add(one, e)?;
+        Ok(lx.b.div(one, den)?)
+    }
 }
 
 pub(crate) fn neg(lx: &mut Lower, args: &Args) -> R {

@@ -10,7 +10,7 @@ use crate::error::Result;
 /// var/std(/_mean) over all their overloads. Returns (var or std, mean).
 pub(super) fn moments(lx: &mut Lower, args: &Args, sqrt: bool) -> Result<(Value, Value)> {
     let t = args.tensor(0)?.clone();
-    if !t.dtype.is_float() {
+    if !t.dtype.is_float() && !t.dtype.is_complex() {
         bail!(NotImplemented, "{}: std and var only support floating point and complex dtypes", lx.op);
     }
     let (dims, correction, keepdim) = match overload(lx.op) {
@@ -32,7 +32,15 @@ pub(super) fn moments(lx: &mut Lower, args: &Args, sqrt: bool) -> Result<(Value,
     let mean = lx.b.div(s, nv)?;
     let mb = unreduce(lx, mean, &t.shape, &dims)?;
     let d = lx.b.sub(x, mb)?;
-    let d2 = lx.b.mul(d, d)?;
+    // Complex numbers: squared magnitudes |d|², so the variance is real.
+    let (d2, a) = match a.complex_part() {
+        Some(part) => {
+            let (re, im) = (lx.b.real(d)?, lx.b.imag(d)?);
+            let (re2, im2) = (lx.b.mul(re, re)?, lx.b.mul(im, im)?);
+            (lx.b.add(re2, im2)?, part)
+        }
+        None => (lx.b.mul(d, d)?, a),
+    };
     let ss = lx.b.reduce_sum(d2, &dims)?;
     let c = match correction {
         Some(Some(c)) => lx.cast(c.value, a)?,
@@ -48,7 +56,7 @@ pub(super) fn moments(lx: &mut Lower, args: &Args, sqrt: bool) -> Result<(Value,
     if sqrt {
         v = lx.b.sqrt(v)?;
     }
-    let v = lx.cast(v, t.dtype)?;
+    let v = lx.cast(v, t.dtype.complex_part().unwrap_or(t.dtype))?;
     let mean = lx.cast(mean, t.dtype)?;
     Ok((keep(lx, v, &t.shape, &dims, keepdim)?, keep(lx, mean, &t.shape, &dims, keepdim)?))
 }

@@ -47,15 +47,22 @@ fn norm_common(
     what: &str,
 ) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
-    if !t.dtype.is_float() {
+    if !t.dtype.is_float() && !t.dtype.is_complex() {
         bail!(Runtime, "{}: {what}. Got {}", lx.op, dtypes::name(t.dtype));
     }
-    let out = dtype.unwrap_or(t.dtype);
+    // A complex tensor's norm is that of its magnitudes, in the part dtype.
+    let part = |d: DType| d.complex_part().unwrap_or(d);
+    let out = part(dtype.unwrap_or(t.dtype));
+    let value = match dtype.filter(|d| d.is_complex()) {
+        Some(d) => lx.cast(t.value, d)?,
+        None => t.value,
+    };
+    let value = if lx.dtype(value).is_complex() { crate::ops::complex::abs(lx, value)? } else { value };
     let dims = reduce_dims(lx, dims, t.shape.len(), true)?;
     if p < 0.0 && t.shape.contains(&0) {
         bail!(Runtime, "{}: linalg.vector_norm cannot compute the {p} norm on an empty tensor because the operation does not have an identity", lx.op);
     }
-    let r = vector_norm(lx, t.value, p, &dims, out)?;
+    let r = vector_norm(lx, value, p, &dims, out)?;
     Ok(vec![keep(lx, r, &t.shape, &dims, keepdim)?])
 }
 

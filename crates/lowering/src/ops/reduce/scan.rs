@@ -11,7 +11,7 @@ use crate::error::Result;
 pub(super) fn scan(lx: &mut Lower, args: &Args, product: bool) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
     let dim = norm_dim(lx.op, args.int(1)?, t.shape.len())?;
-    let out = args.opt_dtype(2)?.unwrap_or(if t.dtype.is_float() { t.dtype } else { DType::I64 });
+    let out = args.opt_dtype(2)?.unwrap_or(if t.dtype.is_float() || t.dtype.is_complex() { t.dtype } else { DType::I64 });
     let x = lx.cast(t.value, out)?;
     if t.shape.is_empty() || t.shape[dim] <= 1 || t.shape.contains(&0) {
         return Ok(vec![x]);
