@@ -6,31 +6,15 @@ file only shrinks (rerun opinfo_refresh.py after adding lowerings).
 CRASHES: cases that abort or hang the process; the test skips them.
 """
 
-FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index.Tensor_out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README unde',
- ('__rsub__', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::rsub.Tensor does not support torch.complex64 tensors on the tpu device yet '
-                                       '(the ops that do are listed in the README under "Co',
- ('_unsafe_masked_index', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index.Tensor_out does not support torch.complex64 tensors on '
-                                                   'the tpu device yet (the ops that do are listed in the README unde',
- ('acos', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acos.out does not support torch.complex64 tensors on the tpu device yet (the '
+FAILURES = {('acos', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acos.out does not support torch.complex64 tensors on the tpu device yet (the '
                                    'ops that do are listed in the README under "Compl',
  ('acosh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acosh.out does not support torch.complex64 tensors on the tpu device yet (the '
                                     'ops that do are listed in the README under "Comp',
- ('addcdiv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::addcdiv.out does not support torch.complex64 tensors on the tpu device yet '
-                                      '(the ops that do are listed in the README under "Co',
- ('addcmul', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::addcmul.out does not support torch.complex64 tensors on the tpu device yet '
-                                      '(the ops that do are listed in the README under "Co',
  ('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('addr', '', 'float16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
- ('all', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::all.all_out does not support torch.complex64 tensors on the tpu device yet (the '
-                                  'ops that do are listed in the README under "Co',
- ('any', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::any.all_out does not support torch.complex64 tensors on the tpu device yet (the '
-                                  'ops that do are listed in the README under "Co',
  ('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('argsort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('argsort', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('argwhere', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nonzero does not support torch.complex64 tensors on the tpu device yet '
-                                       '(the ops that do are listed in the README under "Comple',
  ('as_strided', 'partial_views', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'bool', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
  ('as_strided', 'partial_views', 'complex64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
@@ -68,16 +52,8 @@ FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError
                                                'tpu device yet (the ops that do are listed in the README unde',
  ('cholesky_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_cholesky_solve_helper does not support torch.complex64 tensors on '
                                              'the tpu device yet (the ops that do are listed in the READM',
- ('combinations', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index.Tensor_out does not support torch.complex64 tensors on the tpu '
-                                           'device yet (the ops that do are listed in the README unde',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',
- ('count_nonzero', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::count_nonzero.dim_IntList does not support torch.complex64 tensors on '
-                                            'the tpu device yet (the ops that do are listed in the RE',
- ('cross', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cross.out does not support torch.complex64 tensors on the tpu device '
-                                    'yet (the ops that do are listed in the README unde',
- ('exp2', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::exp2.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                   'ops that do are listed in the README under "Compl',
  ('geqrf', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::geqrf does not support torch.complex64 tensors on the tpu device yet (the ops '
                                     'that do are listed in the README under "Complex ',
  ('hash_tensor', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device '
@@ -94,24 +70,14 @@ FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError
                                       'float32, float64, float16, bfloat16, int64, int32,',
  ('hash_tensor', '', 'int64', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device (supported: '
                                       'float32, float64, float16, bfloat16, int64, int32,',
- ('index_add', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index_add.out does not support torch.complex64 tensors on the tpu device '
-                                        'yet (the ops that do are listed in the README under "',
- ('index_copy', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index_copy.out does not support torch.complex64 tensors on the tpu '
-                                         'device yet (the ops that do are listed in the README under ',
- ('index_fill', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::index_fill_.int_Scalar does not support torch.complex64 tensors on the '
-                                         'tpu device yet (the ops that do are listed in the READM',
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
- ('lerp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::lerp.Scalar_out does not support torch.complex64 tensors on the tpu device yet '
-                                   '(the ops that do are listed in the README under',
  ('linalg.cholesky', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cholesky_ex.L does not support torch.complex64 tensors on '
                                               'the tpu device yet (the ops that do are listed in the README ',
  ('linalg.cholesky_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cholesky_ex.L does not support torch.complex64 tensors on '
                                                  'the tpu device yet (the ops that do are listed in the README ',
  ('linalg.cond', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
                                           'device yet (the ops that do are listed in the README under "',
- ('linalg.cross', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cross.out does not support torch.complex64 tensors on the tpu '
-                                           'device yet (the ops that do are listed in the README unde',
  ('linalg.det', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_det.result does not support torch.complex64 tensors on the tpu '
                                          'device yet (the ops that do are listed in the README un',
  ('linalg.eig', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_eig does not support torch.complex64 tensors on the tpu device '
@@ -153,8 +119,6 @@ FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError
                                                   'tensors on the tpu device yet (the ops that do are listed in the READ',
  ('linalg.lu_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_solve.out does not support torch.complex64 tensors on the '
                                               'tpu device yet (the ops that do are listed in the README u',
- ('linalg.matrix_power', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::eye.m_out does not support torch.complex64 tensors on the tpu '
-                                                  'device yet (the ops that do are listed in the README under "Comp',
  ('linalg.matrix_rank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the '
                                                  'tpu device yet (the ops that do are listed in the README under "',
  ('linalg.matrix_rank', 'hermitian', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support '
@@ -196,56 +160,27 @@ FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError
                                            'device yet (the ops that do are listed in the README under "',
  ('logdet', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_slogdet.sign does not support torch.complex64 tensors on the tpu '
                                      'device yet (the ops that do are listed in the README ',
- ('logical_and', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_and.out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under',
- ('logical_not', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_not.out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under',
- ('logical_or', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_or.out does not support torch.complex64 tensors on the tpu '
-                                         'device yet (the ops that do are listed in the README under ',
- ('logical_xor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logical_xor.out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under',
  ('lu', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 tensors on the tpu '
                                  'device yet (the ops that do are listed in the READ',
  ('lu_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_solve.out does not support torch.complex64 tensors on the tpu '
                                        'device yet (the ops that do are listed in the README u',
  ('lu_unpack', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::lu_unpack.out does not support torch.complex64 tensors on the tpu device '
                                         'yet (the ops that do are listed in the README under "',
- ('masked_scatter', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::masked_scatter_ does not support torch.complex64 tensors on the tpu '
-                                             'device yet (the ops that do are listed in the README under',
- ('masked_select', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::masked_select does not support torch.complex64 tensors on the tpu '
-                                            'device yet (the ops that do are listed in the README under "',
  ('matrix_exp', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
                                          'device yet (the ops that do are listed in the README und',
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('matrix_exp', '', 'float32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
- ('nan_to_num', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nan_to_num.out does not support torch.complex64 tensors on the tpu '
-                                         'device yet (the ops that do are listed in the README under ',
  ('native_group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('native_group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.adaptive_avg_pool3d', '', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('nn.functional.adaptive_avg_pool3d', '', 'float16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
- ('nn.functional.channel_shuffle', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::channel_shuffle does not support torch.complex64 '
-                                                            'tensors on the tpu device yet (the ops that do are listed in the README under',
  ('nn.functional.conv_transpose2d', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('nn.functional.conv_transpose3d', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('nn.functional.group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.instance_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('nn.functional.interpolate', 'trilinear', 'float16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
- ('nn.functional.pad', 'reflect', 'complex64', 'fwd'): 'error: NotImplementedError: aten::reflection_pad1d.out does not support torch.complex64 '
-                                                       'tensors on the tpu device yet (the ops that do are listed in the README ',
- ('nn.functional.pad', 'replicate', 'complex64', 'fwd'): 'error: NotImplementedError: aten::replication_pad1d.out does not support torch.complex64 '
-                                                         'tensors on the tpu device yet (the ops that do are listed in the README',
- ('nn.functional.pad', 'replicate_negative', 'complex64', 'fwd'): 'error: NotImplementedError: aten::replication_pad2d.out does not support '
-                                                                  'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the '
-                                                                  'README',
- ('nn.functional.unfold', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::im2col does not support torch.complex64 tensors on the tpu '
-                                                   'device yet (the ops that do are listed in the README under "Complex',
- ('nonzero', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nonzero does not support torch.complex64 tensors on the tpu device yet (the '
-                                      'ops that do are listed in the README under "Comple',
- ('nonzero_static', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::nonzero_static does not support torch.complex64 tensors on the tpu '
-                                             'device yet (the ops that do are listed in the README under ',
  ('norm', 'nuc', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
                                       'yet (the ops that do are listed in the README under "',
  ('ormqr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::ormqr does not support torch.complex64 tensors on the tpu device yet (the ops '
@@ -256,16 +191,8 @@ FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError
                                        'yet (the ops that do are listed in the README under "',
  ('polar', '', 'float16', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16',
- ('put', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::put_ does not support torch.complex64 tensors on the tpu device yet (the ops '
-                                  'that do are listed in the README under "Complex t',
  ('renorm', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::renorm.out does not support torch.complex64 tensors on the tpu device yet '
                                      '(the ops that do are listed in the README under "Com',
- ('rsub', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::rsub.Tensor does not support torch.complex64 tensors on the tpu device yet '
-                                   '(the ops that do are listed in the README under "Co',
- ('scatter_add', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::scatter_add.out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under',
- ('sinc', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::sinc.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                   'ops that do are listed in the README under "Compl',
  ('sort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('sort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('sort', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
@@ -287,14 +214,10 @@ FAILURES = {('__getitem__', '', 'complex64', 'fwd'): 'error: NotImplementedError
                                                   "'SparseCsrtpu' backend. This could be because the operator doesn'",
  ('sparse.sampled_addmm', '', 'float64', 'fwd'): "error: NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the "
                                                  "'SparseCsrtpu' backend. This could be because the operator doesn'",
- ('stft', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::reflection_pad1d.out does not support torch.complex64 tensors on the tpu '
-                                   'device yet (the ops that do are listed in the README ',
  ('svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device yet '
                                   '(the ops that do are listed in the README under "',
  ('svd_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
                                           'device yet (the ops that do are listed in the README under "',
- ('take', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::take does not support torch.complex64 tensors on the tpu device yet (the ops '
-                                   'that do are listed in the README under "Complex t',
  ('tensor_split', '', 'bfloat16', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('tensor_split', '', 'bool', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('tensor_split', '', 'complex64', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",

@@ -339,6 +339,26 @@ def test_indexing_masking_and_complex_scalars(mode, case):
     assert_same(tpu, cpu, rtol=1e-6, atol=1e-6)
 
 
+def test_truth_tests_see_the_imaginary_part(mode):
+    # A purely imaginary number is nonzero: any/all/nonzero/logical ops and
+    # masks must not look at the real part alone.
+    z = torch.tensor([0j, 1j, 2 + 0j, 0j, -3j])
+    cases = [torch.nonzero, lambda x: x[x != 0], torch.any, torch.all, torch.count_nonzero, torch.logical_not,
+             lambda x: torch.logical_and(x, x.flip(0)), lambda x: torch.logical_xor(x, torch.ones_like(x)),
+             lambda x: torch.masked_select(x, x.imag > 0)]
+    for fn in cases:
+        tpu, cpu = run_both(fn, z)
+        assert_same(tpu, cpu)
+
+
+def test_nan_to_num_replaces_each_part(mode):
+    inf, nan = float("inf"), float("nan")
+    z = torch.tensor([complex(nan, 1), complex(2, inf), complex(-inf, nan), 1 - 1j])
+    for kwargs in ({}, dict(nan=1.0, posinf=2.0, neginf=-3.0)):
+        tpu, cpu = run_both(lambda x: torch.nan_to_num(x, **kwargs), z)
+        assert_same(tpu, cpu)
+
+
 def test_complex_fill_value_into_a_real_tensor_is_refused(mode):
     t = torch.zeros(3, device="tpu")
     with pytest.raises(RuntimeError, match="value cannot be converted"):

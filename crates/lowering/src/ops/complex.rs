@@ -38,7 +38,14 @@ pub const COMPLEX_OPS: &[&str] = &[
     "where", "sum", "mean", "prod", "cumsum", "cumprod", "var", "std", "var_mean", "std_mean",
     "linalg_vector_norm", "norm",
     // indexing and masking
-    "gather", "scatter", "index_put", "_index_put_impl", "masked_fill", "triu", "tril",
+    "gather", "scatter", "index_put", "_index_put_impl", "masked_fill", "triu", "tril", "index", "_unsafe_index",
+    "_unsafe_masked_index", "nonzero", "nonzero_static", "masked_select", "masked_scatter", "index_add",
+    "index_copy", "index_fill", "scatter_add", "put", "take", "channel_shuffle", "native_channel_shuffle",
+    "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+    "replication_pad3d", "im2col", "col2im", "eye",
+    // more arithmetic and tests
+    "rsub", "addcmul", "addcdiv", "lerp", "logical_and", "logical_or", "logical_xor", "logical_not", "all", "any",
+    "count_nonzero", "exp2", "sinc", "linalg_cross", "nan_to_num",
     // random fills (through the view_as_real layout, as PyTorch fills them)
     "uniform", "normal",
     // refuses with a message of its own

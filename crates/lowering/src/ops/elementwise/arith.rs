@@ -220,7 +220,7 @@ pub(crate) fn lerp_ops(lx: &mut Lower, s: &Operand, e: &Operand, w: &Operand) ->
     if e.dtype != out {
         bail!(Runtime, "{}: expected dtype {} for `end` but got dtype {}", lx.op, torch_dtype(out), torch_dtype(e.dtype));
     }
-    if !out.is_float() {
+    if !out.is_float() && !out.is_complex() {
         return Err(not_for("lerp_kernel_scalar", out));
     }
     compute(lx, &[s, e, w], out, |lx, v| {
@@ -232,8 +232,8 @@ pub(crate) fn lerp_ops(lx: &mut Lower, s: &Operand, e: &Operand, w: &Operand) ->
         let omw = lx.b.sub(one, w)?;
         let dw = lx.b.mul(diff, omw)?;
         let high = lx.b.sub(e, dw)?;
-        let aw = lx.b.abs(w)?;
-        let half = k(lx, w, 0.5)?;
+        let aw = if lx.dtype(w).is_complex() { crate::ops::complex::abs(lx, w)? } else { lx.b.abs(w)? };
+        let half = k(lx, aw, 0.5)?;
         let small = cmp(lx, aw, half, CompareDir::Lt)?;
         Ok(lx.b.select(small, low, high)?)
     })
@@ -242,7 +242,7 @@ pub(crate) fn lerp_ops(lx: &mut Lower, s: &Operand, e: &Operand, w: &Operand) ->
 /// `self + value * t1 * t2` (or `self + value * t1 / t2`).
 pub(crate) fn addc_ops(lx: &mut Lower, s: &Operand, t1: &Operand, t2: &Operand, value: Option<&Operand>, div: bool) -> Result<Value> {
     let out = result_type(&[s, t1, t2]);
-    if div && !out.is_float() {
+    if div && !out.is_float() && !out.is_complex() {
         bail!(
             Runtime,
             "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."

@@ -297,7 +297,7 @@ fn finite_max(d: DType) -> f64 {
 /// nan_to_num(self, nan=None, posinf=None, neginf=None).
 pub(crate) fn nan_to_num(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?;
-    if !t.dtype.is_float() {
+    if !t.dtype.is_float() && !t.dtype.is_complex() {
         return Ok(vec![t.value]);
     }
     let opt = |i: usize| -> Result<Option<f64>> {
@@ -306,19 +306,28 @@ pub(crate) fn nan_to_num(lx: &mut Lower, args: &Args) -> R {
             _ => args.float(i).map(Some),
         }
     };
+    // A complex tensor's parts are replaced separately, as on the CPU.
+    let part = t.dtype.complex_part().unwrap_or(t.dtype);
     let nan = opt(1)?.unwrap_or(0.0);
-    let posinf = opt(2)?.unwrap_or(finite_max(t.dtype));
-    let neginf = opt(3)?.unwrap_or(-finite_max(t.dtype));
-    let x = t.value;
-    let isn = is_nan(lx, x)?;
-    let nv = k(lx, x, nan)?;
-    let r = lx.b.select(isn, nv, x)?;
-    let pinf = k(lx, x, f64::INFINITY)?;
-    let isp = cmp(lx, x, pinf, CompareDir::Eq)?;
-    let pv = k(lx, x, posinf)?;
-    let r = lx.b.select(isp, pv, r)?;
-    let ninf = k(lx, x, f64::NEG_INFINITY)?;
-    let isneg = cmp(lx, x, ninf, CompareDir::Eq)?;
-    let nvv = k(lx, x, neginf)?;
-    Ok(vec![lx.b.select(isneg, nvv, r)?])
+    let posinf = opt(2)?.unwrap_or(finite_max(part));
+    let neginf = opt(3)?.unwrap_or(-finite_max(part));
+    let replace = |lx: &mut Lower, x: Value| -> Result<Value> {
+        let isn = is_nan(lx, x)?;
+        let nv = k(lx, x, nan)?;
+        let r = lx.b.select(isn, nv, x)?;
+        let pinf = k(lx, x, f64::INFINITY)?;
+        let isp = cmp(lx, x, pinf, CompareDir::Eq)?;
+        let pv = k(lx, x, posinf)?;
+        let r = lx.b.select(isp, pv, r)?;
+        let ninf = k(lx, x, f64::NEG_INFINITY)?;
+        let isneg = cmp(lx, x, ninf, CompareDir::Eq)?;
+        let nvv = k(lx, x, neginf)?;
+        Ok(lx.b.select(isneg, nvv, r)?)
+    };
+    if t.dtype.is_complex() {
+        let (re, im) = (lx.b.real(t.value)?, lx.b.imag(t.value)?);
+        let (re, im) = (replace(lx, re)?, replace(lx, im)?);
+        return Ok(vec![lx.b.complex(re, im)?]);
+    }
+    Ok(vec![replace(lx, t.value)?])
 }
