@@ -4,7 +4,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@ struct Marshal {
   std::deque<std::vector<double>> float_lists;
   std::deque<at::Tensor> keep_alive;  // contiguous copies of CPU tensors
   std::deque<std::string> strings;
+  int device = -1;  // of the first tpu tensor argument
 
   TpuTensor tensor(const at::Tensor& t) {
     if (!t.defined()) {
@@ -35,7 +35,10 @@ struct Marshal {
       d.dtype = -1;
       return d;
     }
-    if (t.device().type() == kTpu) return describe(t);
+    if (t.device().type() == kTpu) {
+      if (device < 0) device = t.device().index();
+      return describe(t);
+    }
     // A CPU tensor: the engine decides whether this op may take it.
     keep_alive.push_back(t.contiguous());
     const at::Tensor& c = keep_alive.back();
@@ -60,7 +63,7 @@ struct Marshal {
       } else if (t.device().type() != kTpu && t.dim() == 0 && t.is_complex()) {
         // A complex CPU scalar (`x * 1j`) has no f/i form: it travels as a
         // device tensor, still a wrapped number for type promotion.
-        keep_alive.push_back(t.to(c10::Device(kTpu, current_device())));
+        keep_alive.push_back(t.to(c10::Device(kTpu, device >= 0 ? device : current_device())));
         keep_alive.back().unsafeGetTensorImpl()->set_wrapped_number(t.unsafeGetTensorImpl()->is_wrapped_number());
         tensor_lists.back()[0] = tensor(keep_alive.back());
         a.kind = TPU_ARG_TENSOR;
@@ -117,15 +120,12 @@ struct Marshal {
       a.kind = TPU_ARG_FLOAT;
       a.f = v.toDouble();
     } else if (v.isComplexDouble()) {
-      // A complex Scalar (`masked_fill(m, 1j)`, `z[0] = 2j`): as a complex
-      // CPU scalar above, a wrapped 0-dim device tensor.
-      keep_alive.push_back(at::scalar_tensor(c10::Scalar(v.toComplexDouble()), at::TensorOptions().dtype(at::kComplexDouble))
-                               .to(c10::Device(kTpu, current_device())));
-      keep_alive.back().unsafeGetTensorImpl()->set_wrapped_number(true);
-      tensor_lists.emplace_back(1, tensor(keep_alive.back()));
-      a.tensors = tensor_lists.back().data();
-      a.len = 1;
-      a.kind = TPU_ARG_TENSOR;
+      // A complex Scalar (`masked_fill(m, 1j)`, `addmm(.., alpha=1j)`).
+      c10::complex<double> z = v.toComplexDouble();
+      float_lists.push_back({z.real(), z.imag()});
+      a.kind = TPU_ARG_COMPLEX;
+      a.floats = float_lists.back().data();
+      a.len = 2;
     } else if (v.isBoolList()) {
       std::vector<int64_t> xs;
       for (bool b : v.toBoolList()) xs.push_back(b);

@@ -182,6 +182,7 @@ MATRIX_PRODUCTS = {
     "mv": lambda a, b, c: a @ b[:, 0].conj(),
     "dot": lambda a, b, c: torch.dot(a[0], b[:, 1]),
     "vdot": lambda a, b, c: torch.vdot(a[0], b[:, 1]),
+    "dot_conj_bit": lambda a, b, c: (torch.dot(a[0].conj(), b[:, 1]), torch.vdot(a[0].conj(), b[:, 1].conj())),
     "outer": lambda a, b, c: torch.outer(a[0], b[1].conj()),
     "trace": lambda a, b, c: torch.trace(a),
     "linear": lambda a, b, c: F.linear(a, b, c[0]),
@@ -330,6 +331,14 @@ INDEXING = {
     "fill": lambda x: x.clone().fill_(1j),
     "full": lambda x: torch.full((2, 3), 1 + 2j, device=x.device),
     "add_alpha": lambda x: torch.add(x, x, alpha=2j),
+    "scatter_value": lambda x: x.clone().scatter_(1, torch.tensor([[0, 2], [3, 1], [1, 0]], device=x.device), 1j),
+    "index_fill": lambda x: x.index_fill(1, torch.tensor([0, 2], device=x.device), -1j),
+    "where_scalar": lambda x: torch.where(x.real > 0, x, 2j),
+    "pow_complex_exponent": lambda x: (x ** (2 + 1j), torch.pow(x, 2 + 0j), torch.pow(x, 0.5j)),
+    "eq_scalar": lambda x: (x == 1j, x.clone().fill_(1j) == 1j),
+    "lerp": lambda x: (torch.lerp(x, x.flip(0), 0.3 + 0.2j), torch.lerp(x, x.flip(0), x.real.cfloat() * 0.1)),
+    "addcmul_value": lambda x: torch.addcmul(x, x, x, value=1 - 2j),
+    "index_add_alpha": lambda x: x.index_add(0, torch.tensor([0, 0, 2], device=x.device), x, alpha=1j),
 }
 
 
@@ -367,8 +376,39 @@ def test_complex_fill_value_into_a_real_tensor_is_refused(mode):
         t.fill_(1j)
         t.cpu()
     assert torch.equal(t.cpu(), torch.zeros(3))
-    with pytest.raises(RuntimeError, match="value cannot be converted"):
-        torch.addmm(t[:, None], t[:, None], t[None], alpha=1j).cpu()
+
+COMPLEX_NUMBER_WITH_REAL_TENSORS = {
+    "add_alpha": lambda t: torch.add(t, t, alpha=1j),
+    "addmm_alpha": lambda t: torch.addmm(t[:, None], t[:, None], t[None], alpha=1j),
+    "addcmul_value": lambda t: torch.addcmul(t, t, t, value=1j),
+    "lerp_weight": lambda t: torch.lerp(t, t, 0.5 + 0.5j),
+    "index_add_alpha": lambda t: t.index_add(0, torch.tensor([0], device=t.device), t[:1], alpha=1j),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPLEX_NUMBER_WITH_REAL_TENSORS))
+def test_complex_number_with_real_tensors_is_refused_as_on_the_cpu(mode, case):
+    fn = COMPLEX_NUMBER_WITH_REAL_TENSORS[case]
+    with pytest.raises(RuntimeError):
+        fn(torch.ones(3))  # the CPU refuses it
+    t = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="complex"):
+        fn(t).cpu()
+    assert torch.equal((t * 2).cpu(), torch.full((3,), 2.0))
+
+
+def test_lerp_weight_tensor_must_match_the_dtype(mode):
+    a = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="weight"):
+        torch.lerp(a, a, torch.full((3,), 0.5 + 0.5j, device="tpu")).cpu()
+
+
+def test_complex_numbers_stay_on_the_tensors_device(mode):
+    z = crandn(3).to("tpu:1")
+    for fn in (lambda x: x.clone().fill_(1j), lambda x: x * 1j, lambda x: x.masked_fill(x.real > 0, 2j)):
+        out = fn(z)
+        assert out.device == z.device
+        assert_same(out, fn(z.cpu()))
 
 
 def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):

@@ -232,6 +232,14 @@ def test_embedding_bag_module_trains():
     assert losses["tpu"] == pytest.approx(losses["cpu"], rel=1e-5)
 
 
+def test_embedding_bag_per_sample_weights_only_in_sum_mode():
+    w, idx, offsets = torch.randn(5, 2), torch.tensor([0, 1, 2]), torch.tensor([0, 2])
+    psw = torch.ones(3)
+    for dev in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="per_sample_weights only supported with mode='sum'"):
+            torch.ops.aten._embedding_bag(w.to(dev), idx.to(dev), offsets.to(dev), False, 1, False, psw.to(dev))[0].cpu()
+
+
 def test_embedding_bag_sparse_gradients_are_refused_with_a_hint():
     bag = torch.nn.EmbeddingBag(10, 3, sparse=True).to("tpu")
     idx = torch.tensor([[1, 2], [3, 4]], device="tpu")

@@ -78,8 +78,9 @@ pub enum CallValue<'a> {
     /// A CPU tensor with dimensions, allowed only where PyTorch moves it
     /// (e.g. indices); `bytes` is its contiguous data.
     HostTensor { dtype: DType, sizes: Vec<i64>, bytes: &'a [u8] },
-    /// A runtime number: a Python scalar (dtype f64/i64/bool) or a 0-dim CPU
-    /// tensor (`from_tensor`).
+    /// A runtime number: a Python scalar (dtype f64/i64/bool/complex128) or a
+    /// 0-dim CPU tensor (`from_tensor`). A complex number keeps its real part
+    /// in `f` and its imaginary part's bits in `i` (see `Self::imag`).
     Scalar { dtype: DType, f: f64, i: i64, from_tensor: bool },
     /// A `Scalar[]` argument: runtime values too (optimizer step sizes
     /// change every step), as (float, int) pairs of one dtype.
@@ -171,7 +172,9 @@ impl Call<'_> {
                 CallValue::HostTensor { dtype, sizes, .. } => {
                     parts.push(format!("cpu tensor of shape {:?} and dtype {}", sizes, lowering::dtypes::name(*dtype)))
                 }
-                CallValue::Scalar { dtype, f, i, .. } => parts.push(if dtype.is_float() {
+                CallValue::Scalar { dtype, f, i, .. } => parts.push(if dtype.is_complex() {
+                    format!("number ({f}{:+}j)", f64::from_bits(*i as u64))
+                } else if dtype.is_float() {
                     format!("number {f}")
                 } else {
                     format!("number {i}")

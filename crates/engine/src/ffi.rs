@@ -36,6 +36,7 @@ const ARG_STRING: i32 = 9;
 const ARG_GENERATOR: i32 = 10;
 const ARG_DEVICE: i32 = 11;
 const ARG_CPU_SCALAR: i32 = 12;
+const ARG_COMPLEX: i32 = 14;
 
 const RET_NONE: i32 = 0;
 const RET_TENSOR: i32 = 1;
@@ -390,6 +391,13 @@ unsafe fn call_value<'a>(a: &TpuArg, op: &str) -> Result<CallValue<'a>> {
         ARG_STRING => CallValue::Str(CStr::from_ptr(a.str_).to_string_lossy().into_owned()),
         ARG_GENERATOR => CallValue::Generator(a.ptr),
         ARG_DEVICE => CallValue::Device(a.i),
+        ARG_COMPLEX => {
+            // Only ops whose lowerings handle complex numbers may take one.
+            let dtype = dtype_of(lowering::dtypes::to_torch(DType::C128), op)?;
+            let parts = slice(a.floats, a.len);
+            let (re, im) = (parts.first().copied().unwrap_or(0.0), parts.get(1).copied().unwrap_or(0.0));
+            CallValue::Scalar { dtype, f: re, i: im.to_bits() as i64, from_tensor: false }
+        }
         ARG_CPU_SCALAR => {
             let t = &*a.tensors;
             let dtype = dtype_of(t.dtype, op)?;

@@ -157,7 +157,10 @@ pub fn signature(call: &Call, slots: &Slots, static_scalars: bool) -> Vec<i64> {
             CallValue::Scalar { dtype, f, i, from_tensor } => {
                 sig.extend([4, dtype_code(*dtype), *from_tensor as i64]);
                 if static_scalars {
-                    sig.push(if dtype.is_float() { f.to_bits() as i64 } else { *i });
+                    sig.push(if dtype.is_float() || dtype.is_complex() { f.to_bits() as i64 } else { *i });
+                    if dtype.is_complex() {
+                        sig.push(*i); // the imaginary part's bits
+                    }
                 }
             }
             CallValue::ScalarList { dtype, values } => {
@@ -349,6 +352,7 @@ pub fn record(
     }
 
     // Lowering arguments.
+    let mut complex_scalars = Vec::new();
     let mut largs = Args { op: call.op.to_string(), items: Vec::with_capacity(call.args.len()) };
     let mut vi = 0;
     for (ai, a) in call.args.iter().enumerate() {
@@ -398,7 +402,11 @@ pub fn record(
             CallValue::Scalar { dtype, f, i, from_tensor } => {
                 // A CPU tensor's value stays an argument: it changes between calls.
                 let value = if static_constants && !*from_tensor {
-                    if dtype.is_float() {
+                    if let Some(part) = dtype.complex_part() {
+                        let re = b.constant_f64(part, *f);
+                        let im = b.constant_f64(part, f64::from_bits(*i as u64));
+                        b.complex(re, im)?
+                    } else if dtype.is_float() {
                         b.constant_f64(*dtype, *f)
                     } else {
                         b.constant_i64(*dtype, *i)
@@ -407,11 +415,14 @@ pub fn record(
                     inputs.push(Input::Scalar { arg: ai, dtype: *dtype });
                     b.arg(TensorType::scalar(*dtype))
                 };
+                if dtype.is_complex() {
+                    complex_scalars.push(value);
+                }
                 Arg::Scalar(ScalarArg {
                     value,
                     dtype: *dtype,
                     from_tensor: *from_tensor,
-                    literal: if dtype.is_float() { *f } else { *i as f64 },
+                    literal: if dtype.is_float() || dtype.is_complex() { *f } else { *i as f64 },
                 })
             }
             CallValue::ScalarList { dtype, values } => {
@@ -456,6 +467,7 @@ pub fn record(
 
     let mut lx = Lower::new(b, call.op);
     lx.dynamic_size = dynamic_size;
+    lx.complex_scalars = complex_scalars;
     let values = (entry.lower)(&mut lx, &largs)?;
     let checks = std::mem::take(&mut lx.checks);
     let list_len = lx.list_len;

@@ -12,7 +12,7 @@ use crate::transfer::element_type;
 
 const MAX_CACHED: usize = 4096;
 
-type Key = (i32, u8, u64);
+type Key = (i32, u8, (u64, u64));
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<pjrt::Buffer>>> {
     static C: OnceLock<Mutex<HashMap<Key, Arc<pjrt::Buffer>>>> = OnceLock::new();
@@ -34,10 +34,12 @@ pub fn scalar_bytes(dtype: DType, f: f64, i: i64) -> Vec<u8> {
         DType::U32 => (i as u32).to_le_bytes().to_vec(),
         DType::U64 => (i as u64).to_le_bytes().to_vec(),
         DType::Bool => vec![(i != 0) as u8],
-        // A real number: the imaginary part is zero.
+        // (real, imaginary): a complex Scalar carries the imaginary part's
+        // bits in `i` (call::CallValue::Scalar).
         DType::C64 | DType::C128 => {
-            let mut bytes = scalar_bytes(dtype.complex_part().unwrap(), f, i);
-            bytes.resize(dtype.size_bytes(), 0);
+            let part = dtype.complex_part().unwrap();
+            let mut bytes = scalar_bytes(part, f, 0);
+            bytes.extend(scalar_bytes(part, f64::from_bits(i as u64), 0));
             bytes
         }
     }
@@ -79,7 +81,11 @@ fn f16_bits(x: f32) -> u16 {
 
 /// A device buffer holding one value of `dtype`.
 pub fn scalar_buffer(engine: &Engine, device: i32, dtype: DType, f: f64, i: i64) -> Result<Arc<pjrt::Buffer>> {
-    let bits = if dtype.is_float() { f.to_bits() } else { i as u64 };
+    let bits = match dtype {
+        d if d.is_complex() => (f.to_bits(), i as u64),
+        d if d.is_float() => (f.to_bits(), 0),
+        _ => (i as u64, 0),
+    };
     let key = (device, lowering::dtypes::to_torch(dtype) as u8, bits);
     if let Some(b) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(b.clone());

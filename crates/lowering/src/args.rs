@@ -26,8 +26,9 @@ pub struct ScalarArg {
     pub dtype: DType,
     /// True for a 0-dim CPU tensor, which promotes like a 0-dim tensor.
     pub from_tensor: bool,
-    /// The value itself; lowerings may only read it when their table entry
-    /// sets `static_scalars`, because only then is it part of the cache key.
+    /// The value itself (a complex number's real part); lowerings may only
+    /// read it when their table entry sets `static_scalars`, because only
+    /// then is it part of the cache key.
     pub literal: f64,
 }
 
@@ -121,21 +122,15 @@ impl Args {
             _ => Err(self.wrong(i, "a list of tensors")),
         }
     }
-    pub fn scalar(&self, i: usize) -> Result<ScalarArg> {
-        self.opt_scalar(i).ok_or_else(|| self.wrong(i, "a number"))
-    }
-    /// A Scalar argument. A complex Python number reaches a Scalar parameter
-    /// as a wrapped 0-dim tensor (it has no f64 form); it is returned as a
-    /// runtime value of its complex dtype, with no literal.
-    pub fn opt_scalar(&self, i: usize) -> Option<ScalarArg> {
+    pub fn scalar(&self, i: usize) -> Result<&ScalarArg> {
         match self.get(i) {
-            Arg::Scalar(s) => Some(s.clone()),
-            Arg::Tensor(t) if t.wrapped_number && t.shape.is_empty() => Some(ScalarArg {
-                value: t.value,
-                dtype: t.dtype,
-                from_tensor: true,
-                literal: f64::NAN,
-            }),
+            Arg::Scalar(s) => Ok(s),
+            _ => Err(self.wrong(i, "a number")),
+        }
+    }
+    pub fn opt_scalar(&self, i: usize) -> Option<&ScalarArg> {
+        match self.get(i) {
+            Arg::Scalar(s) => Some(s),
             _ => None,
         }
     }

@@ -18,11 +18,15 @@ pub struct Lower<'a> {
     pub list_len: Option<usize>,
     /// The data-dependent output size, for ops with a `size` lowering.
     pub dynamic_size: Option<i64>,
+    /// The values of complex Scalar arguments (`alpha=1j`): `cast` refuses
+    /// to turn them into real numbers, as PyTorch does, rather than drop
+    /// the imaginary part.
+    pub complex_scalars: Vec<Value>,
 }
 
 impl<'a> Lower<'a> {
     pub fn new(b: &'a mut Builder, op: &'a str) -> Self {
-        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None }
+        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None, complex_scalars: Vec::new() }
     }
 
     /// Records a deferred check: `bad` (a rank-0 i1 value) true raises
@@ -61,6 +65,15 @@ impl<'a> Lower<'a> {
             return Ok(v);
         }
         if self.dtype(v).is_complex() || dtype.is_complex() {
+            if !dtype.is_complex() && self.complex_scalars.contains(&v) {
+                crate::bail!(
+                    Runtime,
+                    "{}: a complex number can't be converted to {}: it is used with real tensors here (the CPU \
+                     refuses this too; make the tensors complex first)",
+                    self.op,
+                    crate::dtypes::name(dtype)
+                );
+            }
             return self.cast_complex(v, dtype);
         }
         if dtype == DType::Bool {

@@ -453,8 +453,12 @@ fn tanh_backward(lx: &mut Lower, args: &Args) -> R {
 pub(crate) fn sigmoid_grad(lx: &mut Lower, g: Value, y: Value) -> Result<Value> {
     let one = k(lx, y, 1.0)?;
     let omy = lx.b.sub(one, y)?;
+    if !lx.dtype(y).is_complex() {
+        let a = lx.b.mul(g, omy)?;
+        return Ok(lx.b.mul(a, y)?);
+    }
     let d = lx.b.mul(omy, y)?;
-    let d = conj_if_complex(lx, d)?;
+    let d = lx.b.conj(d)?;
     Ok(lx.b.mul(g, d)?)
 }
 

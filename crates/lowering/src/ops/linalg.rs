@@ -237,7 +237,6 @@ fn add_scaled(
 
 /// A rank-0 runtime scalar converted to `dtype` and broadcast to `shape`.
 fn scalar_as(lx: &mut Lower, v: Value, dtype: DType, shape: &[i64]) -> Result<Value> {
-    super::elementwise::check_fill_value(lx.op, lx.dtype(v), dtype)?;
     let v = lx.cast(v, dtype)?;
     Ok(lx.b.broadcast_in_dim(v, shape, &[])?)
 }

@@ -220,6 +220,11 @@ pub(crate) fn lerp_ops(lx: &mut Lower, s: &Operand, e: &Operand, w: &Operand) ->
     if e.dtype != out {
         bail!(Runtime, "{}: expected dtype {} for `end` but got dtype {}", lx.op, torch_dtype(out), torch_dtype(e.dtype));
     }
+    // A 0-dim weight may differ (torch.tensor(0.7) with float64 tensors),
+    // but not to the point of being complex for real tensors.
+    if (w.class == PromoClass::Dimensioned && w.dtype != out) || (w.dtype.is_complex() && !out.is_complex()) {
+        bail!(Runtime, "{}: expected dtype {} for `weight` but got dtype {}", lx.op, torch_dtype(out), torch_dtype(w.dtype));
+    }
     if !out.is_float() && !out.is_complex() {
         return Err(not_for("lerp_kernel_scalar", out));
     }
@@ -315,7 +320,7 @@ pub(crate) fn pow(lx: &mut Lower, args: &Args) -> R {
     // so the common literal exponents become plain multiplies and roots, as
     // in torch's CPU kernel; a general pow is several times slower.
     if let (Some(s), Ok(t)) = (args.opt_scalar(1), args.tensor(0)) {
-        if (t.dtype.is_float() || t.dtype.is_complex()) && !s.from_tensor {
+        if (t.dtype.is_float() || t.dtype.is_complex()) && !s.from_tensor && !s.dtype.is_complex() {
             // 16-bit floats compute in f32 and round once, as torch's CPU does.
             let x = if t.dtype.size_bytes() == 2 { lx.cast(t.value, DType::F32)? } else { t.value };
             let special = match s.literal {

@@ -83,6 +83,9 @@ pub(super) fn embedding_bag(lx: &mut Lower, args: &Args) -> R {
     if !weight.dtype.is_float() {
         return Err(not_for("embedding_bag_cpu", weight.dtype));
     }
+    if psw.is_some() && mode != SUM {
+        bail!(Runtime, "{}: embedding_bag: per_sample_weights only supported with mode='sum'", lx.op);
+    }
     let n = indices.shape[0];
     let dm = weight.shape[1];
     let nb = if last { offsets.shape[0] - 1 } else { offsets.shape[0] };
@@ -251,6 +254,10 @@ pub(super) fn embedding_bag_per_sample_weights_backward(lx: &mut Lower, args: &A
             "{}: embedding_bag_backward: per_sample_weights only supported for mode='sum'",
             lx.op
         );
+    }
+    if grad.shape.len() != 2 || indices.shape.len() != 1 || weight.shape.len() != 2 {
+        bail!(Runtime, "{}: expected a 2-D grad and weight and 1-D indices, got {:?}, {:?} and {:?}",
+              lx.op, grad.shape, weight.shape, indices.shape);
     }
     let (nb, n) = (grad.shape[0], indices.shape[0]);
     let a = wide(grad.dtype);
