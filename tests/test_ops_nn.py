@@ -211,10 +211,25 @@ def test_embedding_dense_backward(dtype, padding_idx, freq):
 def test_embedding_grad():
     w = make((10, 4))
     idx = torch.tensor([[1, 2, 1], [0, 2, 2]])
-    try:
-        assert_same(*grads(lambda a, i: F.embedding(i, a, padding_idx=2), w, idx))
-    except NotImplementedError as e:  # the forward (index_select) belongs to another family
-        pytest.skip(str(e).split(" is not lowered")[0])
+    assert_same(*grads(lambda a, i: F.embedding(i, a, padding_idx=2), w, idx))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf"), 3.0])
+def test_embedding_max_norm_renormalizes_the_looked_up_rows_in_place(norm_type):
+    # nn.Embedding(max_norm=...) calls embedding_renorm_ on its weight: rows
+    # looked up (once each, however often) are scaled down to max_norm.
+    w = make((6, 4)) * 2
+    idx = torch.tensor([[1, 2, 2], [5, 1, 0]])
+
+    def run(w, idx):
+        w = w.clone().requires_grad_()
+        with torch.no_grad():
+            torch.embedding_renorm_(w, idx, 0.7, norm_type)
+        out = F.embedding(idx, w)
+        out.sum().backward()
+        return w.detach(), out, w.grad
+
+    assert_same(*run_both(run, w, idx), rtol=1e-6, atol=1e-6)
 
 
 def test_dropout_statistics_and_backward():

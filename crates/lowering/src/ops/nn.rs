@@ -56,6 +56,7 @@ pub const OPS: &[OpEntry] = &[
     op!("_native_batch_norm_legit_no_training", batch_norm::native_batch_norm),
     op!("native_batch_norm_backward", batch_norm::native_batch_norm_backward),
     op!("embedding_dense_backward", embedding::embedding_dense_backward),
+    op!("embedding_renorm", embedding::embedding_renorm),
     op!("native_dropout", dropout::native_dropout),
     op!("native_dropout_backward", dropout::native_dropout_backward),
     op!("_thnn_fused_lstm_cell", rnn_cells::lstm_cell),

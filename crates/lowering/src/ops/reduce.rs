@@ -33,6 +33,7 @@ mod scan;
 mod sum;
 
 pub(crate) use extrema::{arg_reduce, reduce_extreme};
+pub(crate) use norm::vector_norm;
 
 pub const OPS: &[OpEntry] = &[
     op!("sum", |lx, a| sum::sum_like(lx, a, false, false)),

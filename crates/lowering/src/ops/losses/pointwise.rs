@@ -199,26 +199,6 @@ fn literal(args: &Args, i: usize) -> Option<f64> {
     }
 }
 
-/// The p-norm of `x` (non-negative p) over `dims`.
-fn vector_norm(lx: &mut Lower, x: Value, p: f64, dims: &[i64]) -> Result<Value> {
-    let a = lx.b.abs(x)?;
-    Ok(if p == f64::INFINITY {
-        lx.b.reduce_max(a, dims)?
-    } else if p == 1.0 {
-        lx.b.reduce_sum(a, dims)?
-    } else if p == 2.0 {
-        let sq = lx.b.mul(x, x)?;
-        let s = lx.b.reduce_sum(sq, dims)?;
-        lx.b.sqrt(s)?
-    } else {
-        let pv = k(lx, a, p)?;
-        let ap = lx.b.pow(a, pv)?;
-        let s = lx.b.reduce_sum(ap, dims)?;
-        let ip = k(lx, s, 1.0 / p)?;
-        lx.b.pow(s, ip)?
-    })
-}
-
 /// renorm(self, p, dim, maxnorm): each slice along `dim` whose p-norm exceeds
 /// maxnorm is scaled by `maxnorm / (norm + 1e-7)`.
 pub(super) fn renorm(lx: &mut Lower, args: &Args) -> R {
@@ -239,7 +219,7 @@ pub(super) fn renorm(lx: &mut Lower, args: &Args) -> R {
     let dims: Vec<i64> = (0..t.shape.len() as i64).filter(|&i| i != d).collect();
     let a = acc(t.dtype);
     let x = lx.cast(t.value, a)?;
-    let norm = vector_norm(lx, x, p, &dims)?;
+    let norm = crate::ops::reduce::vector_norm(lx, x, p, &dims, a)?;
     let mx = k(lx, norm, maxnorm)?;
     let eps = k(lx, norm, 1e-7)?;
     let ne = lx.b.add(norm, eps)?;

@@ -9,7 +9,7 @@ use crate::dtypes;
 use crate::error::Result;
 
 /// The p-norm of `x` over `dims`, computed in `out`'s accumulation dtype.
-fn vector_norm(lx: &mut Lower, x: Value, p: f64, dims: &[i64], out: DType) -> Result<Value> {
+pub(crate) fn vector_norm(lx: &mut Lower, x: Value, p: f64, dims: &[i64], out: DType) -> Result<Value> {
     let x = lx.cast(x, out)?;
     let x = lx.cast(x, acc(out))?;
     let a = lx.b.abs(x)?;
