@@ -42,7 +42,7 @@ enum TpuArgKind {
   TPU_ARG_STRING = 9,       // str
   TPU_ARG_GENERATOR = 10,   // ptr: the c10::GeneratorImpl*, never NULL
   TPU_ARG_DEVICE = 11,      // i: device index (-1 when unset), len: device type
-  TPU_ARG_CPU_SCALAR = 12,  // a 0-dim CPU tensor: f or i, per dtype in `i`/`f`; tensors[0] describes its dtype
+  TPU_ARG_CPU_SCALAR = 12,  // a 0-dim CPU tensor: f or i (complex: floats[0..2]), per dtype; tensors[0] describes its dtype
   TPU_ARG_OTHER = 13,       // anything else (the engine reports it by name)
   TPU_ARG_COMPLEX = 14,     // a complex Scalar: floats[0..2] = (real, imaginary)
 };

@@ -27,7 +27,6 @@ struct Marshal {
   std::deque<std::vector<double>> float_lists;
   std::deque<at::Tensor> keep_alive;  // contiguous copies of CPU tensors
   std::deque<std::string> strings;
-  int device = -1;  // of the first tpu tensor argument
 
   TpuTensor tensor(const at::Tensor& t) {
     if (!t.defined()) {
@@ -35,10 +34,7 @@ struct Marshal {
       d.dtype = -1;
       return d;
     }
-    if (t.device().type() == kTpu) {
-      if (device < 0) device = t.device().index();
-      return describe(t);
-    }
+    if (t.device().type() == kTpu) return describe(t);
     // A CPU tensor: the engine decides whether this op may take it.
     keep_alive.push_back(t.contiguous());
     const at::Tensor& c = keep_alive.back();
@@ -46,6 +42,13 @@ struct Marshal {
     d.storage = nullptr;
     d.host_data = c.data_ptr();
     return d;
+  }
+
+  // A complex number has no f/i form: its (real, imaginary) parts go in floats.
+  void add_complex(TpuArg& a, c10::complex<double> z) {
+    float_lists.push_back({z.real(), z.imag()});
+    a.floats = float_lists.back().data();
+    a.len = 2;
   }
 
   void add(const c10::IValue& v, int32_t is_write) {
@@ -60,16 +63,10 @@ struct Marshal {
       a.len = 1;
       if (!t.defined()) {
         a.kind = TPU_ARG_NONE;
-      } else if (t.device().type() != kTpu && t.dim() == 0 && t.is_complex()) {
-        // A complex CPU scalar (`x * 1j`) has no f/i form: it travels as a
-        // device tensor, still a wrapped number for type promotion.
-        keep_alive.push_back(t.to(c10::Device(kTpu, device >= 0 ? device : current_device())));
-        keep_alive.back().unsafeGetTensorImpl()->set_wrapped_number(t.unsafeGetTensorImpl()->is_wrapped_number());
-        tensor_lists.back()[0] = tensor(keep_alive.back());
-        a.kind = TPU_ARG_TENSOR;
       } else if (t.device().type() != kTpu && t.dim() == 0) {
         a.kind = TPU_ARG_CPU_SCALAR;
-        if (at::isFloatingType(t.scalar_type())) a.f = t.item<double>();
+        if (t.is_complex()) add_complex(a, t.item<c10::complex<double>>());
+        else if (at::isFloatingType(t.scalar_type())) a.f = t.item<double>();
         else a.i = t.item<int64_t>();
       } else {
         a.kind = TPU_ARG_TENSOR;
@@ -121,11 +118,8 @@ struct Marshal {
       a.f = v.toDouble();
     } else if (v.isComplexDouble()) {
       // A complex Scalar (`masked_fill(m, 1j)`, `addmm(.., alpha=1j)`).
-      c10::complex<double> z = v.toComplexDouble();
-      float_lists.push_back({z.real(), z.imag()});
       a.kind = TPU_ARG_COMPLEX;
-      a.floats = float_lists.back().data();
-      a.len = 2;
+      add_complex(a, v.toComplexDouble());
     } else if (v.isBoolList()) {
       std::vector<int64_t> xs;
       for (bool b : v.toBoolList()) xs.push_back(b);

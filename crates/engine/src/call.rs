@@ -80,7 +80,7 @@ pub enum CallValue<'a> {
     HostTensor { dtype: DType, sizes: Vec<i64>, bytes: &'a [u8] },
     /// A runtime number: a Python scalar (dtype f64/i64/bool/complex128) or a
     /// 0-dim CPU tensor (`from_tensor`). A complex number keeps its real part
-    /// in `f` and its imaginary part's bits in `i` (see `Self::imag`).
+    /// in `f` and its imaginary part's bits in `i` (`complex_scalar`, `imag_part`).
     Scalar { dtype: DType, f: f64, i: i64, from_tensor: bool },
     /// A `Scalar[]` argument: runtime values too (optimizer step sizes
     /// change every step), as (float, int) pairs of one dtype.
@@ -102,6 +102,16 @@ pub struct CallArg<'a> {
     pub value: CallValue<'a>,
     /// 0: read only; 1: an input the op also updates; 2: an out= argument.
     pub write: u8,
+}
+
+/// The `CallValue::Scalar` of a complex number.
+pub fn complex_scalar<'a>(dtype: DType, re: f64, im: f64, from_tensor: bool) -> CallValue<'a> {
+    CallValue::Scalar { dtype, f: re, i: im.to_bits() as i64, from_tensor }
+}
+
+/// The imaginary part of a complex `CallValue::Scalar`, from its `i`.
+pub fn imag_part(i: i64) -> f64 {
+    f64::from_bits(i as u64)
 }
 
 /// Kinds of returns, as the schema declares them.
@@ -173,7 +183,7 @@ impl Call<'_> {
                     parts.push(format!("cpu tensor of shape {:?} and dtype {}", sizes, lowering::dtypes::name(*dtype)))
                 }
                 CallValue::Scalar { dtype, f, i, .. } => parts.push(if dtype.is_complex() {
-                    format!("number ({f}{:+}j)", f64::from_bits(*i as u64))
+                    format!("number ({f}{:+}j)", imag_part(*i))
                 } else if dtype.is_float() {
                     format!("number {f}")
                 } else {

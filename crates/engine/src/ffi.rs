@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use stablehlo::DType;
 
-use crate::call::{Call, CallArg, CallValue, MathBits, TensorRef};
+use crate::call::{complex_scalar, Call, CallArg, CallValue, MathBits, TensorRef};
 use crate::dispatch::{run, NewTensor, RetValue};
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::runtime::engine;
@@ -296,6 +296,12 @@ unsafe fn slice<'a, T>(ptr: *const T, len: i64) -> &'a [T] {
     }
 }
 
+/// The (real, imaginary) parts of a complex number argument.
+unsafe fn complex_parts(a: &TpuArg) -> (f64, f64) {
+    let parts = slice(a.floats, a.len);
+    (parts.first().copied().unwrap_or(0.0), parts.get(1).copied().unwrap_or(0.0))
+}
+
 unsafe fn tensor_ref<'a>(t: &TpuTensor, op: &str) -> Result<TensorRef<'a>> {
     Ok(TensorRef {
         storage: Storage::from_handle(t.storage),
@@ -394,15 +400,19 @@ unsafe fn call_value<'a>(a: &TpuArg, op: &str) -> Result<CallValue<'a>> {
         ARG_COMPLEX => {
             // Only ops whose lowerings handle complex numbers may take one.
             let dtype = dtype_of(lowering::dtypes::to_torch(DType::C128), op)?;
-            let parts = slice(a.floats, a.len);
-            let (re, im) = (parts.first().copied().unwrap_or(0.0), parts.get(1).copied().unwrap_or(0.0));
-            CallValue::Scalar { dtype, f: re, i: im.to_bits() as i64, from_tensor: false }
+            let (re, im) = complex_parts(a);
+            complex_scalar(dtype, re, im, false)
         }
         ARG_CPU_SCALAR => {
             let t = &*a.tensors;
             let dtype = dtype_of(t.dtype, op)?;
+            let from_tensor = t.is_wrapped_number == 0;
+            if dtype.is_complex() {
+                let (re, im) = complex_parts(a);
+                return Ok(complex_scalar(dtype, re, im, from_tensor));
+            }
             let (f, i) = if dtype.is_float() { (a.f, a.f as i64) } else { (a.i as f64, a.i) };
-            CallValue::Scalar { dtype, f, i, from_tensor: t.is_wrapped_number == 0 }
+            CallValue::Scalar { dtype, f, i, from_tensor }
         }
         _ => CallValue::Other(if a.str_.is_null() {
             "unknown".into()

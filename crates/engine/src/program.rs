@@ -404,7 +404,7 @@ pub fn record(
                 let value = if static_constants && !*from_tensor {
                     if let Some(part) = dtype.complex_part() {
                         let re = b.constant_f64(part, *f);
-                        let im = b.constant_f64(part, f64::from_bits(*i as u64));
+                        let im = b.constant_f64(part, crate::call::imag_part(*i));
                         b.complex(re, im)?
                     } else if dtype.is_float() {
                         b.constant_f64(*dtype, *f)

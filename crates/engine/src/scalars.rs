@@ -39,7 +39,7 @@ pub fn scalar_bytes(dtype: DType, f: f64, i: i64) -> Vec<u8> {
         DType::C64 | DType::C128 => {
             let part = dtype.complex_part().unwrap();
             let mut bytes = scalar_bytes(part, f, 0);
-            bytes.extend(scalar_bytes(part, f64::from_bits(i as u64), 0));
+            bytes.extend(scalar_bytes(part, crate::call::imag_part(i), 0));
             bytes
         }
     }

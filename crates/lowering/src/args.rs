@@ -53,6 +53,13 @@ pub enum Arg {
     Other(String),
 }
 
+impl Arg {
+    /// A tensor argument built inside a lowering (for `Lower::call`).
+    pub fn tensor(value: Value, dtype: DType, shape: &[i64]) -> Arg {
+        Arg::Tensor(TensorArg { value, dtype, shape: shape.to_vec(), wrapped_number: false })
+    }
+}
+
 /// An operand of an elementwise op: a tensor or a scalar, with what type
 /// promotion needs to know about it.
 #[derive(Clone, Debug)]

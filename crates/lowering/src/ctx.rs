@@ -29,6 +29,20 @@ impl<'a> Lower<'a> {
         Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None, complex_scalars: Vec::new() }
     }
 
+    /// Runs another op's lowering (from the table) on `items`, under that
+    /// op's name (lowerings may read their overload from it).
+    pub fn call(&mut self, name: &'static str, items: Vec<crate::args::Arg>) -> Result<Vec<Value>> {
+        let Some(entry) = crate::table::lookup(name) else {
+            crate::bail!(Runtime, "{}: {name} is not lowered (internal error)", self.op);
+        };
+        let args = crate::args::Args { op: name.to_string(), items };
+        let saved = self.op;
+        self.op = name;
+        let r = (entry.lower)(self, &args);
+        self.op = saved;
+        r
+    }
+
     /// Records a deferred check: `bad` (a rank-0 i1 value) true raises
     /// IndexError with `message` at the next host sync (at once in Debug Eager).
     pub fn check(&mut self, bad: Value, message: String) {

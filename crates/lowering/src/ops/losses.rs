@@ -94,20 +94,6 @@ pub(super) fn mean_norm(shape: &[i64], reduction: i64) -> f64 {
     }
 }
 
-/// Runs another op's lowering (from the table) on `items`, under that op's
-/// name (lowerings may read their overload from it).
-fn call(lx: &mut Lower, name: &'static str, items: Vec<Arg>) -> R {
-    let Some(entry) = crate::table::lookup(name) else {
-        bail!(Runtime, "{}: {name} is not lowered (internal error)", lx.op);
-    };
-    let args = Args { op: name.to_string(), items };
-    let saved = lx.op;
-    lx.op = name;
-    let r = (entry.lower)(lx, &args);
-    lx.op = saved;
-    r
-}
-
 /// _batch_norm_with_update(input, weight?, bias?, running_mean, running_var,
 /// momentum, eps) -> (out, save_mean, save_invstd, reserve), then the new
 /// running statistics (declared mutated, or returned by the _functional
@@ -117,7 +103,7 @@ fn batch_norm_with_update(lx: &mut Lower, args: &Args) -> R {
     items.push(Arg::Bool(true));
     items.push(Arg::Float(args.float(5)?));
     items.push(Arg::Float(args.float(6)?));
-    let mut out = call(lx, "aten::native_batch_norm", items)?;
+    let mut out = lx.call("aten::native_batch_norm", items)?;
     let reserve = lx.full(DType::U8, 0.0, &[0])?;
     out.insert(3, reserve);
     Ok(out)
@@ -132,7 +118,7 @@ fn batch_norm_no_update(lx: &mut Lower, args: &Args) -> R {
     items.push(Arg::Float(args.float(6)?));
     // In evaluation mode native_batch_norm appends the running stats
     // unchanged; keep the first three values.
-    let mut out = call(lx, "aten::native_batch_norm", items)?;
+    let mut out = lx.call("aten::native_batch_norm", items)?;
     out.truncate(3);
     let reserve = lx.full(DType::U8, 0.0, &[0])?;
     out.push(reserve);
@@ -144,5 +130,5 @@ fn batch_norm_no_update(lx: &mut Lower, args: &Args) -> R {
 /// native_batch_norm_backward with save_var holding the inverse std.
 fn batch_norm_backward(lx: &mut Lower, args: &Args) -> R {
     let items: Vec<Arg> = (0..10).map(|i| args.get(i).clone()).collect();
-    call(lx, "aten::native_batch_norm_backward", items)
+    lx.call("aten::native_batch_norm_backward", items)
 }

@@ -19,17 +19,6 @@ const SUM: i64 = 0;
 const MEAN: i64 = 1;
 const MAX: i64 = 2;
 
-fn tensor_arg(value: V, dtype: DType, shape: &[i64]) -> Arg {
-    Arg::Tensor(TensorArg { value, dtype, shape: shape.to_vec(), wrapped_number: false })
-}
-
-/// Calls another row of the lowering table with `items` as its arguments.
-fn call(lx: &mut Lower, name: &str, items: Vec<Arg>) -> Result<V> {
-    let sub = Args { op: lx.op.to_string(), items };
-    let f = crate::table::lookup(name).unwrap_or_else(|| panic!("{name} lowering")).lower;
-    Ok(f(lx, &sub)?[0])
-}
-
 /// [bags, n] bool: index position i lies in bag b. Bag b spans
 /// [offsets[b], offsets[b+1]); the last one ends at n, unless
 /// include_last_offset made offsets one longer than the bags.
@@ -50,11 +39,10 @@ fn membership(lx: &mut Lower, offsets: &TensorArg, bags: i64, n: i64) -> Result<
 
 /// The rows weight[indices], [n, D], in the accumulation type.
 fn gathered_rows(lx: &mut Lower, weight: &TensorArg, idx: V, n: i64) -> Result<V> {
-    let rows = call(
-        lx,
+    let rows = lx.call(
         "index_select",
-        vec![tensor_arg(weight.value, weight.dtype, &weight.shape), Arg::Int(0), tensor_arg(idx, DType::I64, &[n])],
-    )?;
+        vec![Arg::tensor(weight.value, weight.dtype, &weight.shape), Arg::Int(0), Arg::tensor(idx, DType::I64, &[n])],
+    )?[0];
     lx.cast(rows, wide(weight.dtype))
 }
 
@@ -185,18 +173,17 @@ pub(super) fn embedding_bag_backward(lx: &mut Lower, args: &Args) -> R {
     let (nb, dm, n) = (grad.shape[0], grad.shape[1], indices.shape[0]);
     let a = wide(grad.dtype);
     let g = lx.cast(grad.value, a)?;
-    let embedding_backward = |lx: &mut Lower, g: V, idx: V, n: i64, d: i64, rows: i64, pad: i64, by_freq: bool| {
-        call(
-            lx,
+    let embedding_backward = |lx: &mut Lower, g: V, idx: V, n: i64, d: i64, rows: i64, pad: i64, by_freq: bool| -> Result<V> {
+        Ok(lx.call(
             "embedding_dense_backward",
             vec![
-                tensor_arg(g, a, &[n, d]),
-                tensor_arg(idx, DType::I64, &[n]),
+                Arg::tensor(g, a, &[n, d]),
+                Arg::tensor(idx, DType::I64, &[n]),
                 Arg::Int(rows),
                 Arg::Int(pad),
                 Arg::Bool(by_freq),
             ],
-        )
+        )?[0])
     };
     let out = if mode == MAX {
         // grad[b, d] goes to row max_indices[b, d] of column d, for the

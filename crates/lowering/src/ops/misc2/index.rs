@@ -3,7 +3,7 @@
 use stablehlo::{CompareDir, DType};
 
 use super::{cmp, scatter_1d, R};
-use crate::args::{norm_dim, Arg, Args, TensorArg};
+use crate::args::{norm_dim, Arg, Args};
 use crate::bail;
 use crate::ctx::Lower;
 
@@ -44,16 +44,13 @@ pub(super) fn index_reduce(lx: &mut Lower, args: &Args) -> R {
     let idx = lx.cast(index.value, DType::I64)?;
     let idx = lx.b.reshape(idx, &[k])?;
     let idx = lx.b.broadcast_in_dim(idx, &us, &[d as i64])?;
-    let ta = |value, dtype, shape: &[i64]| {
-        Arg::Tensor(TensorArg { value, dtype, shape: shape.to_vec(), wrapped_number: false })
-    };
     let sub = Args {
         op: args.op.clone(),
         items: vec![
-            ta(self_v, t.dtype, &ss),
+            Arg::tensor(self_v, t.dtype, &ss),
             Arg::Int(d as i64),
-            ta(idx, DType::I64, &us),
-            ta(src_v, t.dtype, &us),
+            Arg::tensor(idx, DType::I64, &us),
+            Arg::tensor(src_v, t.dtype, &us),
             Arg::Str(reduce),
             Arg::Bool(args.bool_or(5, true)?),
         ],
