@@ -47,6 +47,10 @@ from . import distributed as _distributed  # noqa: E402
 
 _distributed.register()  # torch.distributed backend "tpu"
 
+from . import data_parallel as _data_parallel  # noqa: E402
+
+_data_parallel.install()  # nn.DataParallel over tpu devices
+
 from . import _after_dynamo  # noqa: E402
 
 # torch.compile(backend="tpu") and Dynamo's DeviceInterface, registered when

@@ -177,6 +177,7 @@ impl SlotSource for GraphSlots<'_> {
 /// Records one op into the pending graph and returns its results (fresh
 /// tensors are pending storages).
 pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Result<Vec<RetValue>> {
+    let _held = crate::graph_lock::hold();
     let device = call.device();
     {
         let g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
@@ -421,6 +422,7 @@ pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
 
 /// [`flush`], returning what ran (None when nothing was pending).
 pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>> {
+    let _held = crate::graph_lock::hold();
     let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(None) };
     if g.ops.is_empty() {
         return Ok(None);
@@ -591,7 +593,10 @@ fn fingerprint(text: &str) -> (u64, u64) {
 }
 
 /// Runs the pending graph, if any, before a non-fused path touches data.
+/// Waits for a flush in progress on another thread: until it ends, the
+/// storages it writes have no buffers yet.
 pub fn flush_if_pending(engine: &Engine, reason: &str) -> Result<()> {
+    let _held = crate::graph_lock::hold();
     if has_pending() {
         flush(engine, reason)?;
     }

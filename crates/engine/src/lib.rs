@@ -15,6 +15,7 @@ pub mod error;
 pub mod ffi;
 pub mod fused;
 pub mod graph_history;
+pub mod graph_lock;
 pub mod host_heap;
 pub mod metrics;
 pub mod mode;

@@ -132,6 +132,9 @@ impl Drop for Storage {
     fn drop(&mut self) {
         MEMORY.add(self.device, -(self.nbytes as i64));
         if self.pending.load(Ordering::Relaxed) {
+            // A flush on another thread may be about to write this storage:
+            // wait for it, or have it see the storage is gone.
+            let _held = crate::graph_lock::hold();
             crate::fused::forget(self.id);
         }
     }
