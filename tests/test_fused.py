@@ -276,3 +276,34 @@ def test_slicing_at_a_new_offset_each_step_stops_compiling(fused):
         late.append(after["compiles"] + after["cache_hits_disk"] - m["compiles"] - m["cache_hits_disk"])
         assert got == pytest.approx((base_cpu[i:i + 8] * 2 + 1).sum().item(), rel=1e-5)
     assert sum(late[4:]) == 0, late
+
+
+def test_threads_recording_at_once_get_their_own_results(fused):
+    """Threads share the one pending graph (nn.DataParallel runs replicas in
+    threads); each must get its own results, and tensors freed while another
+    thread flushes must not be written (that was a use-after-free)."""
+    import threading
+
+    devices = min(torch.tpu.device_count(), 4)
+    errors = []
+
+    def work(i):
+        try:
+            dev = torch.device("tpu", i % devices)
+            g = torch.Generator().manual_seed(i)
+            for _ in range(30):
+                a = torch.randn(16, 8, generator=g)
+                t = a.to(dev)
+                for _ in range(5):
+                    t = torch.tanh(t * 1.5 + 0.25)  # intermediates are freed while others flush
+                    a = torch.tanh(a * 1.5 + 0.25)
+                torch.testing.assert_close(t.cpu(), a, rtol=1e-5, atol=1e-6)
+        except Exception as e:  # reported below, from the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
