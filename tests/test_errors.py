@@ -88,3 +88,57 @@ def test_unlowered_op_message():
     assert "tpu" in msg and "TORCH_TPU_CPU_FALLBACK=1" in msg
     assert "[4, 4]" in msg and "float32" in msg
     device_still_works()
+
+
+BAD_VALUES = {
+    # name: (the op on CPU tensors or tpu tensors, what the CPU says)
+    "binary_cross_entropy": (
+        lambda d: torch.nn.functional.binary_cross_entropy(torch.tensor([1.5], device=d), torch.ones(1, device=d)),
+        "between 0 and 1",
+    ),
+    "multinomial": (lambda d: torch.multinomial(torch.tensor([-1.0, 2.0], device=d), 1), "element < 0"),
+    "multi_margin_loss": (
+        lambda d: torch.nn.functional.multi_margin_loss(torch.zeros(2, 3, device=d), torch.tensor([0, 5], device=d)),
+        "target out of range",
+    ),
+    "embedding_bag first offset": (
+        lambda d: torch.nn.functional.embedding_bag(
+            torch.tensor([1, 2, 3, 4], device=d), torch.ones(10, 3, device=d), torch.tensor([1, 2], device=d)
+        ),
+        "offsets\\[0\\] has to be 0",
+    ),
+    "embedding_bag last offset": (
+        lambda d: torch.nn.functional.embedding_bag(
+            torch.tensor([1, 2, 3, 4], device=d), torch.ones(10, 3, device=d), torch.tensor([0, 5], device=d)
+        ),
+        "offsets\\[-1\\] can not be greater than input's length 4",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+@pytest.mark.parametrize("name", list(BAD_VALUES))
+def test_bad_values_seen_on_the_device_raise_what_the_cpu_raises(name, mode):
+    """Checks of values (not indices) that the device computes are deferred
+    like index checks, but raise RuntimeError, as on the CPU."""
+    op, message = BAD_VALUES[name]
+    with pytest.raises(RuntimeError, match=message):
+        op("cpu")
+    torch_tpu_rs.set_eager_mode(mode)
+    with pytest.raises(RuntimeError, match=message) as raised:
+        op("tpu")
+        torch.tpu.synchronize()  # strict, fused: raised at the latest here
+    assert not isinstance(raised.value, IndexError)
+    device_still_works()
+    torch.tpu.synchronize()  # raised once, not again
+
+
+def test_embedding_bag_offsets_that_decrease_are_refused():
+    # The CPU refuses them too, with messages that depend on the kernel path.
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.embedding_bag(torch.tensor([1, 2, 3, 4]), torch.ones(10, 3), torch.tensor([0, 3, 2]))
+    with pytest.raises(RuntimeError, match="offsets must not decrease"):
+        torch.nn.functional.embedding_bag(
+            torch.tensor([1, 2, 3, 4], device="tpu"), torch.ones(10, 3, device="tpu"), torch.tensor([0, 3, 2], device="tpu")
+        ).cpu()
+    device_still_works()

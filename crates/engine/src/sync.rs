@@ -2,8 +2,8 @@
 //!
 //! Some bad input (an out-of-range index) is only visible on the device. The
 //! program computes a flag; in Strict Eager the flag is kept here and read at
-//! the next host sync, which raises IndexError naming the op. Debug Eager
-//! reads it at once.
+//! the next host sync, which raises IndexError naming the op (RuntimeError
+//! for bad values that are not indices). Debug Eager reads it at once.
 use std::sync::{Arc, Mutex};
 
 use crate::error::{EngineError, ErrorKind, Result};
@@ -19,7 +19,8 @@ pub fn read_flag(flag: &pjrt::Buffer, message: &str) -> Result<()> {
     let mut byte = [0u8; 1];
     flag.to_host(&mut byte)?;
     if byte[0] != 0 {
-        return Err(EngineError::new(ErrorKind::Index, message.to_string()));
+        let (kind, message) = lowering::ctx::check_kind(message);
+        return Err(EngineError::new(kind, message.to_string()));
     }
     Ok(())
 }

@@ -49,6 +49,13 @@ impl<'a> Lower<'a> {
         self.checks.push((bad, message));
     }
 
+    /// [`Lower::check`] for bad values that are not indices: raises
+    /// RuntimeError, as the CPU does (the kind travels in the message, which
+    /// the engine keeps as text; see [`check_kind`]).
+    pub fn check_runtime(&mut self, bad: Value, message: String) {
+        self.checks.push((bad, format!("{RUNTIME_CHECK}{message}")));
+    }
+
     /// The random state for this op, reserving `count` values of the stream.
     /// The engine fills it with (seed, offset) from the op's generator.
     pub fn rng_state(&mut self, count: u64) -> Value {
@@ -145,5 +152,16 @@ impl<'a> Lower<'a> {
     pub fn full_like(&mut self, like: Value, x: f64) -> Result<Value> {
         let ty = self.b.ty(like).clone();
         self.full(ty.dtype, x, &ty.shape)
+    }
+}
+
+/// Leads the message of a check that raises RuntimeError.
+const RUNTIME_CHECK: &str = "\u{0}RuntimeError\u{0}";
+
+/// The exception a failed check raises, and its message.
+pub fn check_kind(message: &str) -> (crate::ErrorKind, &str) {
+    match message.strip_prefix(RUNTIME_CHECK) {
+        Some(rest) => (crate::ErrorKind::Runtime, rest),
+        None => (crate::ErrorKind::Index, message),
     }
 }

@@ -69,7 +69,7 @@ pub(super) fn bincount(lx: &mut Lower, args: &Args) -> R {
         let zero = lx.b.splat_i64(DType::I64, 0, &[n])?;
         let neg = lx.b.compare(idx, zero, CompareDir::Lt)?;
         let neg = lx.b.reduce_or(neg, &[0])?;
-        lx.check(neg, format!("{}: bincount only supports 1-d non-negative integral inputs.", lx.op));
+        lx.check_runtime(neg, format!("{}: bincount only supports 1-d non-negative integral inputs.", lx.op));
     }
     let (out, upd) = match args.opt_tensor(1) {
         Some(w) => {
@@ -279,7 +279,7 @@ fn linear_edges(lx: &mut Lower, x: Value, bins: &[i64], range: Option<Vec<f64>>)
             let f2 = lx.b.is_finite(hi)?;
             let fin = lx.b.and(f1, f2)?;
             let bad = lx.b.not(fin)?;
-            lx.check(bad, format!("{}: torch.histogramdd: dimension {i}'s range is not finite", lx.op));
+            lx.check_runtime(bad, format!("{}: torch.histogramdd: dimension {i}'s range is not finite", lx.op));
             let same = lx.b.compare(lo, hi, CompareDir::Eq)?;
             let h = lx.b.constant_f64(DType::F64, 0.5);
             let lo2 = lx.b.sub(lo, h)?;

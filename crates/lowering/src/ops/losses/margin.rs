@@ -75,7 +75,7 @@ fn multi_setup(lx: &mut Lower, args: &Args, first: usize) -> Result<Multi> {
     let b = lx.b.compare(tv, hi, CompareDir::Ge)?;
     let bad = lx.b.or(a, b)?;
     let bad = lx.b.reduce_or(bad, &[0])?;
-    lx.check(bad, format!("{}: target out of range", lx.op));
+    lx.check_runtime(bad, format!("{}: target out of range", lx.op));
     let cls = lx.b.iota(DType::I64, &[n, c], 1)?;
     let tb = lx.b.broadcast_in_dim(tv, &[n, c], &[0])?;
     let onehot = lx.b.compare(cls, tb, CompareDir::Eq)?;
@@ -209,7 +209,7 @@ fn multilabel_setup(lx: &mut Lower, args: &Args, first: usize, is_target: Option
     let b = lx.b.compare(tv, cc, CompareDir::Ge)?;
     let bad = lx.b.or(a, b)?;
     let bad = lx.b.reduce_or(bad, &[0, 1])?;
-    lx.check(bad, format!("{}: argument #2 'target' is out of range", lx.op));
+    lx.check_runtime(bad, format!("{}: argument #2 'target' is out of range", lx.op));
     // Targets count up to the first negative one.
     let zero = lx.b.splat_i64(DType::I64, 0, &[n, c])?;
     let neg = lx.b.compare(tv, zero, CompareDir::Lt)?;

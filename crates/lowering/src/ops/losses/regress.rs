@@ -33,7 +33,7 @@ pub(super) fn binary_cross_entropy(lx: &mut Lower, args: &Args) -> R {
     let bad = lx.b.not(ok)?;
     let all: Vec<i64> = (0..x.shape.len() as i64).collect();
     let bad = lx.b.reduce_or(bad, &all)?;
-    lx.check(bad, format!("{}: all elements of input should be between 0 and 1", lx.op));
+    lx.check_runtime(bad, format!("{}: all elements of input should be between 0 and 1", lx.op));
     let floor = k(lx, xv, -100.0)?;
     let nx = lx.b.neg(xv)?;
     let l1 = lx.b.log_plus_one(nx)?;

@@ -37,6 +37,37 @@ fn membership(lx: &mut Lower, offsets: &TensorArg, bags: i64, n: i64) -> Result<
     Ok(lx.b.and(ge, lt)?)
 }
 
+/// The CPU's checks of `offsets`, deferred like index checks (the values
+/// are on the device): the first bag starts at 0, offsets never decrease,
+/// and none lies past the end of `indices`.
+fn check_offsets(lx: &mut Lower, offsets: &TensorArg, n: i64) -> Result<()> {
+    let k = offsets.shape[0];
+    if k == 0 {
+        return Ok(());
+    }
+    let off = lx.cast(offsets.value, DType::I64)?;
+    let first = lx.b.slice(off, &[0], &[1], &[1])?;
+    let first = lx.b.reshape(first, &[])?;
+    let bad = cmp(lx, first, 0.0, CompareDir::Ne)?;
+    let op = lx.op;
+    lx.check_runtime(
+        bad,
+        format!("{op}: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0"),
+    );
+    let last = lx.b.slice(off, &[k - 1], &[k], &[1])?;
+    let last = lx.b.reshape(last, &[])?;
+    let bad = cmp(lx, last, n as f64, CompareDir::Gt)?;
+    lx.check_runtime(bad, format!("{op}: offsets[-1] can not be greater than input's length {n}"));
+    if k > 1 {
+        let before = lx.b.slice(off, &[0], &[k - 1], &[1])?;
+        let after = lx.b.slice(off, &[1], &[k], &[1])?;
+        let down = lx.b.compare(after, before, CompareDir::Lt)?;
+        let bad = crate::ops::indexing::any(lx, down)?;
+        lx.check_runtime(bad, format!("{op}: offsets must not decrease (bag b spans indices[offsets[b]:offsets[b+1]])"));
+    }
+    Ok(())
+}
+
 /// The rows weight[indices], [n, D], in the accumulation type.
 fn gathered_rows(lx: &mut Lower, weight: &TensorArg, idx: V, n: i64) -> Result<V> {
     let rows = lx.call(
@@ -77,6 +108,7 @@ pub(super) fn embedding_bag(lx: &mut Lower, args: &Args) -> R {
     let n = indices.shape[0];
     let dm = weight.shape[1];
     let nb = if last { offsets.shape[0] - 1 } else { offsets.shape[0] };
+    check_offsets(lx, &offsets, n)?;
     let idx = lx.cast(indices.value, DType::I64)?;
     let w = wide(weight.dtype);
     let mut rows = gathered_rows(lx, &weight, idx, n)?;

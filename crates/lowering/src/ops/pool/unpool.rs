@@ -30,7 +30,7 @@ pub(super) fn max_unpool(lx: &mut Lower, args: &Args, n: usize) -> Result<Vec<Va
     let hi = lx.b.compare(iv, lim, CompareDir::Ge)?;
     let bad = lx.b.or(lo, hi)?;
     let bad = lx.b.reduce_or(bad, &[0, 1])?;
-    lx.check(bad, format!("{}: Found an invalid max index (output size {:?})", lx.op, out));
+    lx.check_runtime(bad, format!("{}: Found an invalid max index (output size {:?})", lx.op, out));
     let base = lx.b.iota(DType::I64, &[planes, p_in], 0)?;
     let base = lx.b.mul(base, lim)?;
     let flat = lx.b.add(base, iv)?;

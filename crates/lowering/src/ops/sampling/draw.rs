@@ -77,12 +77,12 @@ pub(super) fn multinomial(lx: &mut Lower, args: &Args) -> R {
     let nf = lx.b.not(fin)?;
     let bad = lx.b.or(nf, neg)?;
     let bad = lx.b.reduce_or(bad, &[0, 1])?;
-    lx.check(bad, format!("{}: probability tensor contains either `inf`, `nan` or element < 0", lx.op));
+    lx.check_runtime(bad, format!("{}: probability tensor contains either `inf`, `nan` or element < 0", lx.op));
     let sum = lx.b.reduce_sum(pv, &[1])?;
     let z1 = c(lx, sum, 0.0)?;
     let nonpos = lx.b.compare(sum, z1, CompareDir::Le)?;
     let nonpos = lx.b.reduce_or(nonpos, &[0])?;
-    lx.check(nonpos, format!("{}: invalid multinomial distribution (sum of probabilities <= 0)", lx.op));
+    lx.check_runtime(nonpos, format!("{}: invalid multinomial distribution (sum of probabilities <= 0)", lx.op));
     let positive = lx.b.compare(pv, zero, CompareDir::Gt)?;
     let keys_for = |lx: &mut Lower, pb: Value, pos: Value, u: Value| -> Result<Value> {
         // E = -log(1 - u) in [0, inf); p / 0 = inf wins, as it should.
@@ -106,7 +106,7 @@ pub(super) fn multinomial(lx: &mut Lower, args: &Args) -> R {
         let need = lx.b.splat_i64(DType::I64, ns, &[rows])?;
         let short = lx.b.compare(npos, need, CompareDir::Lt)?;
         let short = lx.b.reduce_or(short, &[0])?;
-        lx.check(short, format!("{}: invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)", lx.op));
+        lx.check_runtime(short, format!("{}: invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)", lx.op));
         let u = uniforms(lx, &[rows, cats], ct)?;
         let keys = keys_for(lx, pv, positive, u)?;
         let iota = lx.b.iota(DType::I64, &[rows, cats], 1)?;
