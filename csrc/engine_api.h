@@ -25,6 +25,7 @@ enum TpuStatus {
   TPU_ERR_VALUE = 5,      // ValueError
   TPU_ERR_NOT_IMPL = 6,   // NotImplementedError that the fallback must not hide
   TPU_ERR_OUT_OF_MEMORY = 7,  // torch.OutOfMemoryError
+  TPU_ERR_LINALG = 8,     // torch.linalg.LinAlgError
 };
 
 // Argument kinds, one per IValue shape the glue forwards.

@@ -20,6 +20,7 @@ void check_status(int32_t status) {
     case TPU_ERR_TYPE: TORCH_CHECK_TYPE(false, m);
     case TPU_ERR_VALUE: TORCH_CHECK_VALUE(false, m);
     case TPU_ERR_OUT_OF_MEMORY: TORCH_CHECK_WITH(OutOfMemoryError, false, m);
+    case TPU_ERR_LINALG: TORCH_CHECK_LINALG(false, m);
     case TPU_NOT_LOWERED:
     case TPU_ERR_NOT_IMPL: TORCH_CHECK_NOT_IMPLEMENTED(false, m);
     default: TORCH_CHECK(false, m);

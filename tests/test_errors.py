@@ -142,3 +142,27 @@ def test_embedding_bag_offsets_that_decrease_are_refused():
             torch.tensor([1, 2, 3, 4], device="tpu"), torch.ones(10, 3, device="tpu"), torch.tensor([0, 3, 2], device="tpu")
         ).cpu()
     device_still_works()
+
+
+SINGULAR = {
+    "solve_ex": lambda d: torch.linalg.solve_ex(torch.zeros(2, 2, device=d), torch.ones(2, device=d), check_errors=True),
+    "inv_ex": lambda d: torch.linalg.inv_ex(torch.zeros(2, 2, device=d), check_errors=True),
+    "cholesky_ex": lambda d: torch.linalg.cholesky_ex(-torch.eye(2, device=d), check_errors=True),
+}
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict"])
+@pytest.mark.parametrize("name", list(SINGULAR))
+def test_singular_matrix_checks_raise_linalg_error(name, mode):
+    with pytest.raises(torch.linalg.LinAlgError):
+        SINGULAR[name]("cpu")
+    torch_tpu_rs.set_eager_mode(mode)
+    with pytest.raises(torch.linalg.LinAlgError):
+        SINGULAR[name]("tpu")
+        torch.tpu.synchronize()
+    device_still_works()
+    # lu_factor_ex's check is a plain RuntimeError on the CPU, and here.
+    with pytest.raises(RuntimeError) as raised:
+        torch.linalg.lu_factor_ex(torch.zeros(2, 2, device="tpu"), check_errors=True)
+        torch.tpu.synchronize()
+    assert type(raised.value) is RuntimeError

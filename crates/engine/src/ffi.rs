@@ -22,6 +22,7 @@ pub const TPU_ERR_TYPE: i32 = 4;
 pub const TPU_ERR_VALUE: i32 = 5;
 pub const TPU_ERR_NOT_IMPL: i32 = 6;
 pub const TPU_ERR_OUT_OF_MEMORY: i32 = 7;
+pub const TPU_ERR_LINALG: i32 = 8;
 
 const ARG_NONE: i32 = 0;
 const ARG_TENSOR: i32 = 1;
@@ -140,6 +141,7 @@ fn status_of(e: &EngineError) -> i32 {
         ErrorKind::Value => TPU_ERR_VALUE,
         ErrorKind::NotImplemented => TPU_ERR_NOT_IMPL,
         ErrorKind::OutOfMemory => TPU_ERR_OUT_OF_MEMORY,
+        ErrorKind::LinAlg => TPU_ERR_LINALG,
     }
 }
 

@@ -56,6 +56,12 @@ impl<'a> Lower<'a> {
         self.checks.push((bad, format!("{RUNTIME_CHECK}{message}")));
     }
 
+    /// [`Lower::check`] for a singular or indefinite matrix: raises
+    /// `torch.linalg.LinAlgError`, as the CPU does.
+    pub fn check_linalg(&mut self, bad: Value, message: String) {
+        self.checks.push((bad, format!("{LINALG_CHECK}{message}")));
+    }
+
     /// The random state for this op, reserving `count` values of the stream.
     /// The engine fills it with (seed, offset) from the op's generator.
     pub fn rng_state(&mut self, count: u64) -> Value {
@@ -155,13 +161,17 @@ impl<'a> Lower<'a> {
     }
 }
 
-/// Leads the message of a check that raises RuntimeError.
+/// Lead the messages of checks that raise other than IndexError.
 const RUNTIME_CHECK: &str = "\u{0}RuntimeError\u{0}";
+const LINALG_CHECK: &str = "\u{0}LinAlgError\u{0}";
 
 /// The exception a failed check raises, and its message.
 pub fn check_kind(message: &str) -> (crate::ErrorKind, &str) {
-    match message.strip_prefix(RUNTIME_CHECK) {
-        Some(rest) => (crate::ErrorKind::Runtime, rest),
-        None => (crate::ErrorKind::Index, message),
+    if let Some(rest) = message.strip_prefix(RUNTIME_CHECK) {
+        (crate::ErrorKind::Runtime, rest)
+    } else if let Some(rest) = message.strip_prefix(LINALG_CHECK) {
+        (crate::ErrorKind::LinAlg, rest)
+    } else {
+        (crate::ErrorKind::Index, message)
     }
 }

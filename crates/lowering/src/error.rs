@@ -11,6 +11,8 @@ pub enum ErrorKind {
     NotImplemented,
     /// The device ran out of memory: `torch.OutOfMemoryError`, as on CUDA.
     OutOfMemory,
+    /// A singular or indefinite matrix: `torch.linalg.LinAlgError`.
+    LinAlg,
 }
 
 #[derive(Clone, Debug)]

@@ -156,6 +156,21 @@ unsafe fn storages<'a>(ptrs: &[usize]) -> PyResult<Vec<&'a engine::storage::Stor
         .collect()
 }
 
+/// `torch.<path>(message)`, or a RuntimeError if torch lacks it (both
+/// exceptions torch has for these derive from RuntimeError).
+fn torch_error(path: &[&str], message: String) -> PyErr {
+    Python::with_gil(|py| {
+        let mut cls = py.import("torch").map(|m| m.into_any());
+        for name in path {
+            cls = cls.and_then(|c| c.getattr(*name));
+        }
+        match cls.ok().and_then(|c| c.downcast_into::<pyo3::types::PyType>().ok()) {
+            Some(cls) => PyErr::from_type(cls, message),
+            None => PyRuntimeError::new_err(message),
+        }
+    })
+}
+
 /// The Python exception an engine error becomes (as the C++ glue maps them).
 fn engine_err(err: engine::EngineError) -> PyErr {
     use engine::error::ErrorKind;
@@ -164,13 +179,8 @@ fn engine_err(err: engine::EngineError) -> PyErr {
         ErrorKind::Type => pyo3::exceptions::PyTypeError::new_err(err.message),
         ErrorKind::Value => pyo3::exceptions::PyValueError::new_err(err.message),
         ErrorKind::NotImplemented => pyo3::exceptions::PyNotImplementedError::new_err(err.message),
-        ErrorKind::OutOfMemory => Python::with_gil(|py| {
-            let cls = py.import("torch").and_then(|t| t.getattr("OutOfMemoryError"));
-            match cls.ok().and_then(|c| c.downcast_into::<pyo3::types::PyType>().ok()) {
-                Some(cls) => PyErr::from_type(cls, err.message),
-                None => PyRuntimeError::new_err(err.message),
-            }
-        }),
+        ErrorKind::OutOfMemory => torch_error(&["OutOfMemoryError"], err.message),
+        ErrorKind::LinAlg => torch_error(&["linalg", "LinAlgError"], err.message),
         ErrorKind::Runtime => PyRuntimeError::new_err(err.message),
     }
 }

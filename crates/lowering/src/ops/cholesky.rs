@@ -82,7 +82,7 @@ fn chol(lx: &mut Lower, a: &TensorArg, upper: bool, check: bool) -> Result<(Valu
         let z32 = lx.full(DType::I32, 0.0, &bs)?;
         let bad = lx.b.compare(info, z32, CompareDir::Ne)?;
         let any = if rank > 0 { lx.b.reduce_or(bad, &dims)? } else { bad };
-        lx.check(any, format!("{}: The factorization could not be completed because the input is not positive-definite.", lx.op));
+        lx.check_linalg(any, format!("{}: The factorization could not be completed because the input is not positive-definite.", lx.op));
     }
     let out = if upper {
         let perm: Vec<i64> = (0..r as i64 - 2).chain([r as i64 - 1, r as i64 - 2]).collect();

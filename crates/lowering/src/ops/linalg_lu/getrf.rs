@@ -242,7 +242,7 @@ pub(super) fn linalg_lu_factor_ex(lx: &mut Lower, args: &Args) -> R {
         let zi = lx.full(DType::I32, 0.0, &lx.shape(f.info))?;
         let bad = lx.b.compare(f.info, zi, CompareDir::Gt)?;
         let bad = super::any(lx, bad)?;
-        lx.check(bad, format!("torch.linalg.lu_factor_ex: U[i,i] is zero and using it on lu_solve would result in a division by zero. If you still want to perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot) ({})", lx.op));
+        lx.check_runtime(bad, format!("torch.linalg.lu_factor_ex: U[i,i] is zero and using it on lu_solve would result in a division by zero. If you still want to perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot) ({})", lx.op));
     }
     let lu = unflat(lx, f.lu, &batch)?;
     let piv = unflat(lx, f.piv, &batch)?;

@@ -279,7 +279,7 @@ pub(super) fn linalg_ldl_factor_ex(lx: &mut Lower, args: &Args) -> R {
         let zi = lx.full(DType::I32, 0.0, &[bt])?;
         let bad = lx.b.compare(info, zi, Gt)?;
         let bad = any(lx, bad)?;
-        lx.check(bad, format!("{API}: The factorization could not be completed because the input is singular. ({})", lx.op));
+        lx.check_linalg(bad, format!("{API}: The factorization could not be completed because the input is singular. ({})", lx.op));
     }
     let _ = args.bool_or(1, false)?; // hermitian: the same for real inputs
     Ok(vec![unflat(lx, ld, &batch)?, unflat(lx, piv, &batch)?, lx.b.reshape(info, &batch)?])

@@ -160,7 +160,7 @@ pub(super) fn linalg_solve_ex(lx: &mut Lower, args: &Args) -> R {
         let zi = lx.full(DType::I32, 0.0, &lx.shape(f.info))?;
         let bad = lx.b.compare(f.info, zi, CompareDir::Gt)?;
         let bad = any(lx, bad)?;
-        lx.check(bad, format!("torch.linalg.solve_ex: The solver failed because the input matrix is singular. ({})", lx.op));
+        lx.check_linalg(bad, format!("torch.linalg.solve_ex: The solver failed because the input matrix is singular. ({})", lx.op));
     }
     let lu = unflat(lx, f.lu, &abatch)?;
     let piv = unflat(lx, f.piv, &abatch)?;
@@ -189,7 +189,7 @@ pub(super) fn linalg_inv_ex(lx: &mut Lower, args: &Args) -> R {
         let zi = lx.full(DType::I32, 0.0, &lx.shape(f.info))?;
         let bad = lx.b.compare(f.info, zi, CompareDir::Gt)?;
         let bad = any(lx, bad)?;
-        lx.check(bad, format!("linalg.inv_ex: A diagonal element of U is zero, the inversion could not be completed because the input matrix is singular. ({})", lx.op));
+        lx.check_linalg(bad, format!("linalg.inv_ex: A diagonal element of U is zero, the inversion could not be completed because the input matrix is singular. ({})", lx.op));
     }
     let s = lx.shape(f.lu);
     let i = eye(lx, a.dtype, &s)?;
