@@ -177,6 +177,22 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+// Whether `tensor.data = from` may swap one TensorImpl's contents for the
+// other's. PyTorch's rule (TensorImpl::has_compatible_shallow_copy_type)
+// counts only in-tree backends as dense, so without this `module.to("tpu")`
+// made new Parameters instead of moving their data as it does for CUDA:
+// tied weights came apart and optimizers built before `.to()` held stale
+// CPU tensors. tpu tensors are plain dense TensorImpls, like CPU ones.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    auto ks = t.key_set();
+    return ks.has(c10::DispatchKey::Dense) && t.layout() == c10::kStrided &&
+           (t.device().is_cpu() || t.device().is_privateuseone());
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -197,6 +213,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+
+// Dispatch picks the key of the highest backend among both arguments, so a
+// CPU tensor with a tpu one lands here; Autograd first, PrivateUse1 under
+// inference mode.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 // copy_ reaches _copy_from with the lazy conj/neg bits still set; copy_from

@@ -124,3 +124,57 @@ def test_empty_tensors():
     assert e.shape == (0, 3)
     assert e.cpu().shape == (0, 3)
     assert (e + 1).shape == (0, 3)
+
+
+class TiedLM(torch.nn.Module):
+    """An embedding and an output head sharing one weight (GPT-2, Llama with
+    tie_word_embeddings)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.head(self.emb(x))
+
+
+def test_module_to_tpu_keeps_parameters_tied_and_optimizers_valid(mode):
+    """As for CUDA, `module.to("tpu")` moves each Parameter's data in place:
+    tied weights stay one Parameter, and an optimizer built before `.to()`
+    updates the module."""
+    cpu = TiedLM()
+    model = TiedLM()
+    weight = model.emb.weight
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)  # built before .to()
+    opt_cpu = torch.optim.AdamW(cpu.parameters(), lr=0.1)
+    model.to("tpu")
+    assert model.emb.weight is weight and model.head.weight is weight
+    assert weight.device.type == "tpu" and len(list(model.parameters())) == 1
+    x = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    for _ in range(3):
+        model(x.to("tpu")).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        cpu(x).square().mean().backward()
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+    assert_same(model.head.weight.detach(), cpu.head.weight.detach(), rtol=1e-5, atol=1e-6)
+    model.cpu()
+    assert model.emb.weight is weight and weight.device.type == "cpu"
+    torch.testing.assert_close(weight.detach(), cpu.emb.weight.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_shallow_copy_compatibility_is_only_for_dense_tensors():
+    cpu, tpu = torch.zeros(1), torch.zeros(1, device="tpu")
+    assert torch._has_compatible_shallow_copy_type(cpu, tpu)
+    assert torch._has_compatible_shallow_copy_type(tpu, cpu)
+    assert not torch._has_compatible_shallow_copy_type(torch.zeros(1, device="meta"), tpu)
+    assert not torch._has_compatible_shallow_copy_type(torch.zeros(2).to_sparse(), tpu)
+    with torch.inference_mode():
+        assert torch._has_compatible_shallow_copy_type(cpu, tpu)
+    p = torch.nn.Parameter(torch.ones(2))
+    p.data = torch.full((2,), 3.0, device="tpu")  # as `p.data = t.cuda()` works
+    assert p.device.type == "tpu" and p.cpu().tolist() == [3.0, 3.0]
