@@ -1,6 +1,8 @@
 """Scaled-dot-product attention on tpu vs CPU: the public F.scaled_dot_product_attention
 (whatever path it takes) and the fused `_scaled_dot_product_fused_attention_overrideable`
 lowering called directly, forward and gradients."""
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -210,3 +212,53 @@ def test_cholesky_errors():
         torch.linalg.cholesky(torch.eye(3, dtype=torch.bfloat16).to("tpu"))
     e = torch.linalg.cholesky_ex(torch.zeros(0, 0).to("tpu"))
     assert e[0].shape == (0, 0) and e[1].item() == 0
+
+
+# nn.MultiheadAttention and nn.TransformerEncoderLayer take PyTorch's fused
+# inference ops in eval mode without autograd (for the CPU, CUDA and tpu
+# alike): torch_tpu_rs/fastpath.py composes them from lowered ops.
+_X = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
+_Y = torch.randn(2, 7, 8, generator=torch.Generator().manual_seed(1))
+_PAD = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+_CAUSAL = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+MHA_CASES = {
+    "self": lambda m, x, y, pad, causal: m(x, x, x),
+    "no weights": lambda m, x, y, pad, causal: m(x, x, x, need_weights=False),
+    "padding mask": lambda m, x, y, pad, causal: m(x, x, x, key_padding_mask=pad),
+    "causal mask": lambda m, x, y, pad, causal: m(x, x, x, attn_mask=causal),
+    "both, per head": lambda m, x, y, pad, causal: m(
+        x, x, x, attn_mask=causal, key_padding_mask=pad, average_attn_weights=False
+    ),
+    "cross": lambda m, x, y, pad, causal: m(x, y, y),
+}
+
+
+def _fast_path_both(module, fn):
+    torch.manual_seed(0)
+    module = module.eval()
+    with torch.no_grad():
+        cpu = fn(module, _X, _Y, _PAD, _CAUSAL)
+        tpu = fn(copy.deepcopy(module).to("tpu"), *(t.to("tpu") for t in (_X, _Y, _PAD, _CAUSAL)))
+    return tpu, cpu
+
+
+@pytest.mark.parametrize("case", list(MHA_CASES))
+def test_multihead_attention_inference_fast_path(case, mode):
+    tpu, cpu = _fast_path_both(torch.nn.MultiheadAttention(8, 2, batch_first=True), MHA_CASES[case])
+    assert_same(tpu[0], cpu[0], rtol=1e-4, atol=1e-5)
+    if cpu[1] is None:
+        assert tpu[1] is None
+    else:
+        assert_same(tpu[1], cpu[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_layer_inference_fast_path(norm_first, activation, mode):
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=norm_first, activation=activation)
+    additive = torch.zeros(5, 5).masked_fill(_CAUSAL, float("-inf"))
+    tpu, cpu = _fast_path_both(layer, lambda m, x, y, pad, causal: m(x, src_mask=additive.to(x.device)))
+    assert_same(tpu, cpu, rtol=1e-4, atol=1e-5)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    tpu, cpu = _fast_path_both(encoder, lambda m, x, y, pad, causal: m(x, src_key_padding_mask=pad))
+    assert_same(tpu, cpu, rtol=1e-4, atol=1e-5)

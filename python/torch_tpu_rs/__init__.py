@@ -51,6 +51,10 @@ from . import data_parallel as _data_parallel  # noqa: E402
 
 _data_parallel.install()  # nn.DataParallel over tpu devices
 
+from . import fastpath as _fastpath  # noqa: E402
+
+_fastpath.install()  # nn.MultiheadAttention / TransformerEncoderLayer in eval
+
 from . import _after_dynamo  # noqa: E402
 
 # torch.compile(backend="tpu") and Dynamo's DeviceInterface, registered when
