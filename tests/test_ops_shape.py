@@ -238,3 +238,31 @@ def test_pad_repeat_backward():
         return x.grad
 
     assert_same(*run_both(f, x))
+
+
+REPEAT_INTERLEAVE = {
+    "per column": lambda x, d: x.repeat_interleave(torch.tensor([1, 2, 0], device=d), dim=1),
+    "with output_size": lambda x, d: x.repeat_interleave(torch.tensor([1, 2, 0], device=d), dim=1, output_size=3),
+    "per row": lambda x, d: x.repeat_interleave(torch.tensor([2, 1], device=d), dim=0),
+    "0-d repeats, flattened": lambda x, d: torch.repeat_interleave(x, torch.tensor(2, device=d)),
+    "indices only": lambda x, d: torch.repeat_interleave(torch.tensor([3, 0, 2], device=d, dtype=torch.int32)),
+    "empty": lambda x, d: torch.repeat_interleave(torch.tensor([], dtype=torch.long, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", list(REPEAT_INTERLEAVE))
+def test_repeat_interleave_with_tensor_repeats(case, mode):
+    """The output size is the sum of the repeats: read from the device first
+    (a host sync, as on CUDA)."""
+    x = torch.arange(6.0).view(2, 3)
+    f = REPEAT_INTERLEAVE[case]
+    assert_same(f(x.to("tpu"), "tpu"), f(x, "cpu"))
+
+
+def test_repeat_interleave_bad_repeats_raise_like_cpu():
+    for d in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="repeats can not be negative"):
+            torch.repeat_interleave(torch.tensor([1, -1], device=d)).cpu()
+        with pytest.raises(RuntimeError, match="allocated size does not match required size"):
+            torch.ones(2, 3, device=d).repeat_interleave(torch.tensor([1, 2, 0], device=d), dim=1, output_size=4)
+    assert_same(torch.repeat_interleave(torch.tensor([2, 1], device="tpu")), torch.tensor([0, 0, 1]))

@@ -2,7 +2,6 @@
 save/load, random numbers."""
 import io
 
-import pytest
 import torch
 
 from conftest import assert_same, run_both

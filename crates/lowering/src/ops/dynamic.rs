@@ -1,4 +1,5 @@
-//! Ops whose output shape depends on the data: nonzero, masked_select.
+//! Ops whose output shape depends on the data: nonzero, masked_select,
+//! repeat_interleave with tensor repeats.
 //!
 //! Each has a `size` lowering (how many elements are selected) that the
 //! engine runs and reads back first — a host sync, as on CUDA — and a main
@@ -15,6 +16,7 @@ use crate::table::OpEntry;
 pub const OPS: &[OpEntry] = &[
     op!("nonzero", nonzero, size = nonzero_count),
     op!("masked_select", masked_select, size = masked_count),
+    op!("repeat_interleave.Tensor", repeat_interleave, size = repeat_total),
 ];
 
 /// Flat i1 mask of `v` (nonzero elements are true).
@@ -137,4 +139,57 @@ fn masked_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let dims = stablehlo::GatherDims::points_1d();
     let _ = CompareDir::Ne;
     Ok(vec![lx.b.gather(flat_x, pos, &dims, &[1], true)?])
+}
+
+fn repeats_arg(lx: &mut Lower, args: &Args) -> Result<Value> {
+    let r = args.tensor(0)?.clone();
+    if r.shape.len() != 1 || !matches!(r.dtype, DType::I32 | DType::I64) {
+        bail!(
+            Runtime,
+            "{}: repeat_interleave: repeats must be a 1-D tensor of int32 or int64, got shape {:?} and {:?}",
+            lx.op,
+            r.shape,
+            r.dtype
+        );
+    }
+    lx.cast(r.value, DType::I64)
+}
+
+fn repeat_total(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let r = repeats_arg(lx, args)?;
+    Ok(vec![lx.b.reduce_sum(r, &[0])?])
+}
+
+/// repeat_interleave.Tensor(repeats, *, output_size=None) -> [sum(repeats)]:
+/// i repeated repeats[i] times. Output j holds the number of bags that end
+/// at or before j (the inclusive prefix sums of repeats).
+fn repeat_interleave(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    let Some(total) = lx.dynamic_size else { bail!(Runtime, "{}: size not computed (internal error)", lx.op) };
+    if total < 0 {
+        bail!(Runtime, "{}: repeats can not be negative", lx.op);
+    }
+    let r = repeats_arg(lx, args)?;
+    let n = lx.shape(r)[0];
+    let zero = lx.full(DType::I64, 0.0, &[n])?;
+    let negative = lx.b.compare(r, zero, CompareDir::Lt)?;
+    let negative = crate::ops::indexing::any(lx, negative)?;
+    lx.check_runtime(negative, format!("{}: repeats can not be negative", lx.op));
+    if let Some(wanted) = args.opt_int(1)? {
+        if wanted != total {
+            bail!(
+                Runtime,
+                "{}: allocated size does not match required size (output_size={wanted}, sum of repeats={total})",
+                lx.op
+            );
+        }
+    }
+    let ends = prefix_sum(lx, r)?;
+    let ends = lx.b.broadcast_in_dim(ends, &[total, n], &[1])?;
+    let j = lx.b.iota(DType::I64, &[total, n], 0)?;
+    let done = lx.b.compare(ends, j, CompareDir::Le)?;
+    let done = lx.cast(done, DType::I64)?;
+    let index = lx.b.reduce_sum(done, &[1])?;
+    // The indices have the repeats' integer type.
+    let dtype = args.tensor(0)?.dtype;
+    Ok(vec![lx.cast(index, dtype)?])
 }
