@@ -280,3 +280,14 @@ def test_rrelu_training():
     g = leaf.grad.cpu()
     assert torch.equal(g[~neg], torch.ones_like(g[~neg]))
     assert ((g[neg] >= lower - 1e-6) & (g[neg] <= upper + 1e-6)).all()
+
+
+def test_multinomial_without_replacement_draws_zero_categories_last(mode):
+    """More samples than positive categories is allowed, as on the CPU: the
+    positive categories are drawn first, the zero-probability ones after."""
+    p = torch.tensor([[0.1, 0.0, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    torch.multinomial(p, 4)  # the CPU accepts it
+    for _ in range(5):
+        out = torch.multinomial(p.to("tpu"), 4).cpu()
+        assert sorted(out[0, :2].tolist()) == [0, 2] and sorted(out[0, 2:].tolist()) == [1, 3]
+        assert out[1, 0].item() == 2 and sorted(out[1, 1:].tolist()) == [0, 1, 3]

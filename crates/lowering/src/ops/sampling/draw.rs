@@ -101,12 +101,8 @@ pub(super) fn multinomial(lx: &mut Lower, args: &Args) -> R {
         let keys = keys_for(lx, pb, pos, u)?;
         arg_reduce(lx, keys, 2, true)?.1
     } else {
-        let npos = lx.b.convert(positive, DType::I64)?;
-        let npos = lx.b.reduce_sum(npos, &[1])?;
-        let need = lx.b.splat_i64(DType::I64, ns, &[rows])?;
-        let short = lx.b.compare(npos, need, CompareDir::Lt)?;
-        let short = lx.b.reduce_or(short, &[0])?;
-        lx.check_runtime(short, format!("{}: invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)", lx.op));
+        // More samples than positive categories: as on the CPU, the
+        // zero-probability ones come last (key -1, in index order).
         let u = uniforms(lx, &[rows, cats], ct)?;
         let keys = keys_for(lx, pv, positive, u)?;
         let iota = lx.b.iota(DType::I64, &[rows, cats], 1)?;
