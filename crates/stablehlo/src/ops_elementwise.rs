@@ -248,6 +248,21 @@ impl Builder {
         Ok(self.emit1(OP, &[v], &[], TensorType::new(dtype, t.shape)))
     }
 
+    /// Rounds floats to the precision and range of a narrower format, keeping
+    /// the type (f16: 5 exponent and 10 mantissa bits; bf16: 8 and 7). Unlike
+    /// a convert round trip, compilers cannot drop it or contract the
+    /// product before it into a fused multiply-add.
+    pub fn reduce_precision(&mut self, x: Value, exponent_bits: u32, mantissa_bits: u32) -> Result<Value> {
+        const OP: &str = "stablehlo.reduce_precision";
+        let t = self.type_of(OP, x)?;
+        dtype_allowed(OP, Accepts::Float, &t)?;
+        let attrs = [
+            ("exponent_bits", format!("{exponent_bits} : i32")),
+            ("mantissa_bits", format!("{mantissa_bits} : i32")),
+        ];
+        Ok(self.emit1(OP, &[x], &attrs, t))
+    }
+
     /// Reinterprets the bits as `dtype`. Same width keeps the shape; converting to
     /// a type `k` times narrower appends a dimension of size `k`; converting to a
     /// type `k` times wider requires the last dimension to be `k` and drops it.

@@ -472,3 +472,15 @@ fn complex_parts_and_arithmetic() {
     // A complex buffer holds (re, im) pairs.
     assert_eq!(as_f32(&out[2].bytes), vec![1., 2., 3., -1.]);
 }
+
+#[test]
+fn reduce_precision_rounds_to_half() {
+    let c = client_or_skip!();
+    let mut b = Builder::new();
+    let x = b.arg(t(DType::F32, &[4]));
+    let r = b.reduce_precision(x, 5, 10).unwrap();
+    // 1 + 2^-11 is a tie (to even: 1), 1 + 3 * 2^-11 rounds up, 1e5 overflows f16.
+    let xs = [1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), 1e5, 0.1];
+    let out = run(&c, &b, &[r], &[f32s(&[4], &xs)]);
+    assert_eq!(as_f32(&out[0].bytes), vec![1.0, 1.0 + 2f32.powi(-9), f32::INFINITY, 0.099975586]);
+}

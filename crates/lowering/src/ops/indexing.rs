@@ -62,8 +62,17 @@ pub(super) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
     Ok(lx.b.reduce_or(v, &dims)?)
 }
 
-/// Records an IndexError check for indices outside [-size, size) (`wrap`)
-/// or [0, size), and returns the indices wrapped into [0, size).
+/// The exception an out-of-range index raises, as on the CPU: the
+/// gather/scatter family (and index_add) raise RuntimeError, the rest
+/// IndexError.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum OutOfRange {
+    IndexError,
+    RuntimeError,
+}
+
+/// Records a check for indices outside [-size, size) (`wrap`) or [0, size),
+/// and returns the indices wrapped into [0, size).
 pub(super) fn checked(
     lx: &mut Lower,
     idx: Value,
@@ -71,6 +80,7 @@ pub(super) fn checked(
     dim: usize,
     wrap: bool,
     what: &str,
+    raises: OutOfRange,
 ) -> Result<Value> {
     let shape = lx.shape(idx);
     let lo_v = if wrap { -size } else { 0 };
@@ -80,13 +90,14 @@ pub(super) fn checked(
     let above = lx.b.compare(idx, hi, CompareDir::Ge)?;
     let bad = lx.b.or(below, above)?;
     let flag = any(lx, bad)?;
-    lx.check(
-        flag,
-        format!(
-            "{}: index out of range in self: an index is outside [{lo_v}, {size}) for dimension {dim} with size {size} ({what})",
-            lx.op
-        ),
+    let message = format!(
+        "{}: index out of range in self: an index is outside [{lo_v}, {size}) for dimension {dim} with size {size} ({what})",
+        lx.op
     );
+    match raises {
+        OutOfRange::IndexError => lx.check(flag, message),
+        OutOfRange::RuntimeError => lx.check_runtime(flag, message),
+    }
     if !wrap {
         return Ok(idx);
     }
@@ -159,7 +170,7 @@ fn index_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     }
     let idx = as_index(lx, index)?;
     let idx = lx.b.reshape(idx, &[k])?;
-    let idx = checked(lx, idx, shape[d], d, false, &shapes(t, index))?;
+    let idx = checked(lx, idx, shape[d], d, false, &shapes(t, index), OutOfRange::IndexError)?;
     let out = take_rows(lx, v, idx, d)?;
     // A 0-dim source gives a 0-dim result, whatever the index's shape (as CPU).
     Ok(vec![if t.shape.is_empty() { lx.b.reshape(out, &[])? } else { out }])
@@ -181,7 +192,7 @@ fn index_fill(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let n = if t.shape.is_empty() { 1 } else { t.shape[d] };
     let idx = as_index(lx, index)?;
     let idx = lx.b.reshape(idx, &[k])?;
-    let idx = checked(lx, idx, n, d, true, &shapes(t, index))?;
+    let idx = checked(lx, idx, n, d, true, &shapes(t, index), OutOfRange::IndexError)?;
     let ib = lx.b.broadcast_in_dim(idx, &[k, n], &[0])?;
     let pos = lx.b.iota(DType::I64, &[k, n], 1)?;
     let eq = lx.b.compare(ib, pos, CompareDir::Eq)?;
@@ -215,7 +226,7 @@ fn take(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let flat = lx.b.reshape(t.value, &[n])?;
     let idx = as_index(lx, index)?;
     let idx = lx.b.reshape(idx, &[k])?;
-    let idx = checked(lx, idx, n, 0, true, &shapes(t, index))?;
+    let idx = checked(lx, idx, n, 0, true, &shapes(t, index), OutOfRange::IndexError)?;
     let out = take_rows(lx, flat, idx, 0)?;
     Ok(vec![lx.b.reshape(out, &index.shape)?])
 }

@@ -87,8 +87,19 @@ fn linalg_cross(lx: &mut Lower, args: &Args) -> R {
             b.shape[d]
         );
     }
-    // In the result dtype itself: CPU rounds each product for f16/bf16 too.
+    // The CPU rounds each product to f16/bf16 before subtracting. Computed
+    // in f32 with explicit rounding: left in f16, the XLA CPU backend may
+    // fuse a product into the subtraction (an FMA) on CPUs with f16 math.
+    let half = match out {
+        DType::F16 => Some((5, 10)),
+        DType::BF16 => Some((8, 7)),
+        _ => None,
+    };
     let v = prepare(lx, &[&a, &b], out)?;
+    let v = match half {
+        Some(_) => vec![lx.cast(v[0], DType::F32)?, lx.cast(v[1], DType::F32)?],
+        None => v,
+    };
     let mut parts = vec![];
     for i in 0..3 {
         let (j, k) = ((i + 1) % 3, (i + 2) % 3);
@@ -96,8 +107,12 @@ fn linalg_cross(lx: &mut Lower, args: &Args) -> R {
         let bk = slice_dim(lx, v[1], d, k)?;
         let ak = slice_dim(lx, v[0], d, k)?;
         let bj = slice_dim(lx, v[1], d, j)?;
-        let p = lx.b.mul(aj, bk)?;
-        let q = lx.b.mul(ak, bj)?;
+        let mut p = lx.b.mul(aj, bk)?;
+        let mut q = lx.b.mul(ak, bj)?;
+        if let Some((e, m)) = half {
+            p = lx.b.reduce_precision(p, e, m)?;
+            q = lx.b.reduce_precision(q, e, m)?;
+        }
         parts.push(lx.b.sub(p, q)?);
     }
     let r = lx.b.concatenate(&parts, d as i64)?;

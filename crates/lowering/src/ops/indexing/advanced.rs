@@ -12,7 +12,7 @@
 //! the mask finds k), and a check raises if the counts differ.
 use stablehlo::{CompareDir, DType, GatherDims, ScatterDims, Value};
 
-use super::{as_index, checked, take_rows};
+use super::{as_index, checked, take_rows, OutOfRange};
 use crate::ops::dynamic;
 use crate::args::{Args, TensorArg};
 use crate::bail;
@@ -121,7 +121,7 @@ fn plan(lx: &mut Lower, t: &TensorArg, indices: &[Option<TensorArg>]) -> Result<
             let idx = as_index(lx, it)?;
             let idx = lx.expand(idx, &bshape)?;
             let what = format!("input shape {:?}, index shape {:?}", t.shape, it.shape);
-            let idx = checked(lx, idx, t.shape[*d], *d, true, &what)?;
+            let idx = checked(lx, idx, t.shape[*d], *d, true, &what, OutOfRange::IndexError)?;
             parts.push(lx.b.reshape(idx, &with1)?);
         }
         Some(if parts.len() == 1 {

@@ -7,7 +7,7 @@
 //! out of range here, as on the CPU.
 use stablehlo::{CompareDir, DType, GatherDims, ScatterDims, Value};
 
-use super::{as_index, checked, shapes};
+use super::{as_index, checked, shapes, OutOfRange};
 use crate::args::{norm_dim, Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
@@ -129,7 +129,7 @@ pub(super) fn gather(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let v = at_least_1d(lx, t.value)?;
     let idx = as_index(lx, index)?;
     let idx = at_least_1d(lx, idx)?;
-    let idx = checked(lx, idx, size, d, false, &shapes(t, index))?;
+    let idx = checked(lx, idx, size, d, false, &shapes(t, index), OutOfRange::RuntimeError)?;
     let r = lx.shape(v).len();
     let c = coords(lx, idx, d, r)?;
     let out =
@@ -165,7 +165,7 @@ fn scatter_core(
     let v = at_least_1d(lx, base)?;
     let idx = as_index(lx, index)?;
     let idx = at_least_1d(lx, idx)?;
-    let idx = checked(lx, idx, size, d, false, &shapes(t, index))?;
+    let idx = checked(lx, idx, size, d, false, &shapes(t, index), OutOfRange::RuntimeError)?;
     let r = lx.shape(v).len();
     let c = coords(lx, idx, d, r)?;
     let u = at_least_1d(lx, updates)?;
@@ -418,7 +418,9 @@ fn index_slices(lx: &mut Lower, args: &Args, add: bool) -> Result<Vec<Value>> {
     let base = lx.b.reshape(t.value, &self_shape)?;
     let idx = as_index(lx, index)?;
     let idx = lx.b.reshape(idx, &[k, 1])?;
-    let idx = checked(lx, idx, self_shape[d], d, false, &shapes(t, index))?;
+    // index_copy raises IndexError on the CPU, index_add RuntimeError.
+    let raises = if add { OutOfRange::RuntimeError } else { OutOfRange::IndexError };
+    let idx = checked(lx, idx, self_shape[d], d, false, &shapes(t, index), raises)?;
     let r = self_shape.len() as i64;
     let dims = ScatterDims {
         update_window_dims: (0..r).filter(|&x| x != d as i64).collect(),
