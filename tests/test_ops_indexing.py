@@ -32,7 +32,7 @@ def raises_index_error(fn, kind=IndexError):
     with pytest.raises(kind, match="out of range|out of bounds") as raised:
         r = fn()
         (r if isinstance(r, torch.Tensor) else r[0]).cpu()
-    assert kind is IndexError or not isinstance(raised.value, IndexError)
+    assert type(raised.value) is kind, f"raised {type(raised.value).__name__}, expected {kind.__name__}"
     torch_tpu_rs.synchronize() if hasattr(torch_tpu_rs, "synchronize") else None
 
 
@@ -392,6 +392,35 @@ def test_index_add_copy_fill_inplace_and_errors():
     raises_index_error(lambda: xt.index_fill(0, idx(5).to("tpu"), 1.0))
     with pytest.raises(RuntimeError):
         xt.index_add(0, idx(0).to("tpu"), st)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("1-D", (5,), 0, {}),
+        ("2-D dim 0", (5, 3), 0, {}),
+        ("2-D dim 0, alpha 1.0", (5, 3), 0, {"alpha": 1.0}),
+        ("2-D dim 0, alpha 2", (5, 3), 0, {"alpha": 2}),
+        ("2-D last dim", (3, 5), 1, {}),
+        ("3-D middle dim", (3, 5, 2), 1, {}),
+        ("3-D last dim, alpha 0.5", (3, 2, 5), 2, {"alpha": 0.5}),
+        ("2-D dim 0, int32 index", (5, 3), 0, {"index_dtype": torch.int32}),
+    ],
+    ids=lambda c: c[0],
+)
+def test_index_add_out_of_range_raises_what_the_cpu_raises(case):
+    # The CPU's scatter_add shortcut (rank > 1, dim 0 or last, int64 index,
+    # alpha 1) raises RuntimeError; its slice loop raises IndexError.
+    _, shape, dim, kw = case
+    index_dtype = kw.pop("index_dtype", torch.int64)
+    src_shape = list(shape)
+    src_shape[dim] = 2
+    x, s, i = torch.zeros(shape), torch.ones(src_shape), torch.tensor([1, 5], dtype=index_dtype)
+    with pytest.raises((IndexError, RuntimeError)) as on_cpu:
+        x.index_add(dim, i, s, **kw)
+    xt, st, it = x.to("tpu"), s.to("tpu"), i.to("tpu")
+    raises_index_error(lambda: xt.index_add(dim, it, st, **kw), type(on_cpu.value))
+    assert_same(*run_both(lambda x, i, s: x.index_add(dim, i, s, **kw), x, i.clamp(max=shape[dim] - 1), s))
 
 
 def test_index_select_of_a_zero_dim_source_is_zero_dim():

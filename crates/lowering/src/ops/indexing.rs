@@ -69,6 +69,10 @@ pub(super) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
 pub(super) enum OutOfRange {
     IndexError,
     RuntimeError,
+    /// RuntimeError where this rank-0 i1 holds, else IndexError: for an
+    /// op whose CPU kernel takes a scatter shortcut only for some runtime
+    /// scalars (index_add with alpha 1).
+    RuntimeErrorWhen(Value),
 }
 
 /// Records a check for indices outside [-size, size) (`wrap`) or [0, size),
@@ -97,6 +101,13 @@ pub(super) fn checked(
     match raises {
         OutOfRange::IndexError => lx.check(flag, message),
         OutOfRange::RuntimeError => lx.check_runtime(flag, message),
+        OutOfRange::RuntimeErrorWhen(runtime) => {
+            let as_runtime = lx.b.and(flag, runtime)?;
+            let not_runtime = lx.b.not(runtime)?;
+            let as_index = lx.b.and(flag, not_runtime)?;
+            lx.check_runtime(as_runtime, message.clone());
+            lx.check(as_index, message);
+        }
     }
     if !wrap {
         return Ok(idx);

@@ -418,8 +418,7 @@ fn index_slices(lx: &mut Lower, args: &Args, add: bool) -> Result<Vec<Value>> {
     let base = lx.b.reshape(t.value, &self_shape)?;
     let idx = as_index(lx, index)?;
     let idx = lx.b.reshape(idx, &[k, 1])?;
-    // index_copy raises IndexError on the CPU, index_add RuntimeError.
-    let raises = if add { OutOfRange::RuntimeError } else { OutOfRange::IndexError };
+    let raises = index_slices_raise(lx, args, add, d, index.dtype)?;
     let idx = checked(lx, idx, self_shape[d], d, false, &shapes(t, index), raises)?;
     let r = self_shape.len() as i64;
     let dims = ScatterDims {
@@ -433,6 +432,29 @@ fn index_slices(lx: &mut Lower, args: &Args, add: bool) -> Result<Vec<Value>> {
         Ok(vec![if add { rb.add(cur[0], upd[0])? } else { upd[0] }])
     })?;
     Ok(vec![lx.b.reshape(out, &t.shape)?])
+}
+
+/// What an out-of-range index raises, as on the CPU. index_copy raises
+/// IndexError. index_add takes a scatter_add shortcut (RuntimeError) for
+/// rank > 1, dim 0 or the last, an int64 index and alpha 1 (a runtime
+/// scalar, so the choice is made on the device); otherwise IndexError.
+fn index_slices_raise(
+    lx: &mut Lower,
+    args: &Args,
+    add: bool,
+    d: usize,
+    index_dtype: DType,
+) -> Result<OutOfRange> {
+    let rank = args.tensor(0)?.shape.len();
+    if !add || rank < 2 || !(d == 0 || d == rank - 1) || index_dtype != DType::I64 {
+        return Ok(OutOfRange::IndexError);
+    }
+    let Some(alpha) = args.opt_scalar(4) else {
+        return Ok(OutOfRange::RuntimeError);
+    };
+    let a = lx.cast(alpha.value, DType::F64)?;
+    let one = lx.b.constant_f64(DType::F64, 1.0);
+    Ok(OutOfRange::RuntimeErrorWhen(lx.b.compare(a, one, CompareDir::Eq)?))
 }
 
 /// index_add(self, dim, index, source, *, alpha=1)
