@@ -183,12 +183,16 @@ fn repeat_interleave(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             );
         }
     }
+    // ends_at[e] counts the bags ending at e (at most `total`, so one extra
+    // slot); its prefix sum is the output. O(total) memory, not total × n.
     let ends = prefix_sum(lx, r)?;
-    let ends = lx.b.broadcast_in_dim(ends, &[total, n], &[1])?;
-    let j = lx.b.iota(DType::I64, &[total, n], 0)?;
-    let done = lx.b.compare(ends, j, CompareDir::Le)?;
-    let done = lx.cast(done, DType::I64)?;
-    let index = lx.b.reduce_sum(done, &[1])?;
+    let ends = lx.b.reshape(ends, &[n, 1])?;
+    let ones = lx.full(DType::I64, 1.0, &[n])?;
+    let init = lx.full(DType::I64, 0.0, &[total + 1])?;
+    let dims = ScatterDims::points_1d();
+    let ends_at = lx.b.scatter(init, ends, ones, &dims, |b, cur, upd| Ok(vec![b.add(cur[0], upd[0])?]))?;
+    let done = prefix_sum(lx, ends_at)?;
+    let index = lx.b.slice(done, &[0], &[total], &[1])?;
     // The indices have the repeats' integer type.
     let dtype = args.tensor(0)?.dtype;
     Ok(vec![lx.cast(index, dtype)?])
