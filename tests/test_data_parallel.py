@@ -57,6 +57,59 @@ def test_training_matches_one_cpu_module(mode, batch, as_keyword):
         assert_same(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
 
 
+def test_fused_eager_keeps_one_graph_per_device_and_stops_compiling():
+    """The replicas record in threads at once; each device has its own
+    pending graph, so they do not cut each other's, and steady-state steps
+    reuse their programs."""
+    import torch_tpu_rs
+
+    torch_tpu_rs.set_eager_mode("fused")
+    cpu = make()
+    model = make().to("tpu")
+    dp = nn.DataParallel(model, device_ids=[0, 1])
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(2)
+    for step in range(8):
+        if step == 4:
+            before = torch_tpu_rs.metrics()
+        x, y = torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)
+        loss = nn.functional.mse_loss(dp(x.to("tpu")), y.to("tpu"))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        cpu_loss = nn.functional.mse_loss(cpu(x), y)
+        cpu_loss.backward()
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+        assert_same(loss, cpu_loss, rtol=1e-5, atol=1e-6)
+    after = torch_tpu_rs.metrics()
+    assert after["compiles"] == before["compiles"]
+    assert after["graph_flushes"] - before["graph_flushes"] <= 4 * 8  # measured: 6 per step
+
+
+def test_fused_graphs_of_two_devices_stay_pending_side_by_side():
+    import torch_tpu_rs
+
+    torch_tpu_rs.set_eager_mode("fused")
+    x0, x1 = torch.arange(4.0, device="tpu:0"), torch.arange(4.0, device="tpu:1")
+    torch.tpu.synchronize()
+    before = torch_tpu_rs.metrics()["graph_flushes"]
+    a = x0 * 2  # alternate devices: neither graph is cut
+    b = x1 * 3
+    a = a + 1
+    b = b + 1
+    assert torch_tpu_rs.metrics()["graph_flushes"] == before
+    assert torch.equal(a.cpu(), torch.arange(4.0) * 2 + 1)  # runs device 0's graph only
+    assert torch_tpu_rs.metrics()["graph_flushes"] == before + 1
+    assert torch.equal(b.cpu(), torch.arange(4.0) * 3 + 1)
+    assert torch_tpu_rs.metrics()["graph_flushes"] == before + 2
+    c = x1 - 1
+    torch.tpu.synchronize()  # every device
+    assert torch_tpu_rs.metrics()["graph_flushes"] == before + 3
+    assert torch.equal(c.cpu(), torch.arange(4.0) - 1)
+
+
 def test_cpu_input_and_another_output_device():
     cpu = make().eval()
     dp = nn.DataParallel(make().to("tpu").eval(), output_device=1)

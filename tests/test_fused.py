@@ -279,7 +279,7 @@ def test_slicing_at_a_new_offset_each_step_stops_compiling(fused):
 
 
 def test_threads_recording_at_once_get_their_own_results(fused):
-    """Threads share the one pending graph (nn.DataParallel runs replicas in
+    """Threads share the pending graphs (nn.DataParallel runs replicas in
     threads); each must get its own results, and tensors freed while another
     thread flushes must not be written (that was a use-after-free)."""
     import threading

@@ -148,9 +148,11 @@ fn run_in(call: &Call, fused_mode: bool) -> Result<Vec<RetValue>> {
     if fused_mode && crate::fused::fusible(call, entry) {
         return crate::fused::record_op(engine, call, entry);
     }
-    crate::fused::flush_if_pending(engine, if fused_mode { "op needing a value (.item(), data-dependent shape)" } else { "mode change" })?;
-    let slots = collect_slots(call);
+    // The op touches its own device's storages only (see cross_device.rs).
     let device = call.device();
+    let reason = if fused_mode { "op needing a value (.item(), data-dependent shape)" } else { "mode change" };
+    crate::fused::flush_device_if_pending(engine, device, reason)?;
+    let slots = collect_slots(call);
     let mut sig = signature(call, &slots, entry.static_scalars);
     let dynamic_size = match data_dependent(call, entry) {
         Some(size) => {

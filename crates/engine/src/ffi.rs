@@ -565,8 +565,14 @@ pub unsafe extern "C" fn tpu_engine_download(src: *const TpuTensor, dst: *mut c_
 }
 
 #[no_mangle]
-pub extern "C" fn tpu_engine_synchronize(_device_index: i32) -> i32 {
-    guarded(|| crate::sync::synchronize(engine()?, "torch.tpu.synchronize()"))
+pub extern "C" fn tpu_engine_synchronize(device_index: i32) -> i32 {
+    guarded(|| {
+        let engine = engine()?;
+        if device_index < 0 {
+            return crate::sync::synchronize(engine, "torch.tpu.synchronize()");
+        }
+        crate::sync::synchronize_device(engine, device_index, "stream or event synchronize")
+    })
 }
 
 #[no_mangle]

@@ -1,5 +1,6 @@
-//! Fused Eager: ops are recorded into one pending graph instead of running,
-//! and the graph runs as one StableHLO program when it is flushed:
+//! Fused Eager: ops are recorded into a pending graph instead of running,
+//! one graph per device, and a graph runs as one StableHLO program when it
+//! is flushed:
 //! - a value is needed (a host read, `.item()`, printing, saving, an op
 //!   with a data-dependent shape), or `torch.tpu.synchronize()`;
 //! - the graph reaches `MAX_GRAPH_OPS` (a loop that never syncs is then
@@ -8,13 +9,19 @@
 //!   training step), so every step runs the same program;
 //! - the mode changes, or any non-fused path touches device data.
 //!
+//! Graphs are per device because an executable runs on one device, and
+//! threads driving several devices at once (`nn.DataParallel`'s replicas)
+//! would otherwise cut each other's graphs at every switch. A graph only
+//! ever touches its own device's storages: data moves between devices
+//! through the host (`cross_device.rs`), which flushes the source's graph.
+//!
 //! A storage written in the graph is `pending`: its value is a graph value
 //! until the flush assigns the output buffer. Storages read from their
 //! buffers are captured as graph arguments at record time (PJRT buffers are
 //! immutable, so later writes cannot change what the graph sees). Programs
 //! are cached by the hash of their text: same structure, shapes and dtypes
 //! reuse the executable, and runtime scalars are arguments.
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -84,15 +91,24 @@ struct Graph {
     key: crate::graph_history::GraphKey,
 }
 
-// SAFETY: the raw storage pointers are only dereferenced under the GRAPH
+// SAFETY: the raw storage pointers are only dereferenced under the GRAPHS
 // lock, after checking the storage is still alive (not in DEAD).
 unsafe impl Send for Graph {}
 
-static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
+/// The pending graph of each device that has one.
+static GRAPHS: Mutex<BTreeMap<i32, Graph>> = Mutex::new(BTreeMap::new());
 /// Pending storages freed before their graph ran: their values need no output.
 static DEAD: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
-/// The op sequence of the last flushed graph, to spot repeating steps.
-static PREVIOUS_OPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The op sequence of each device's last flushed graph, to spot repeating steps.
+static PREVIOUS_OPS: Mutex<BTreeMap<i32, Vec<String>>> = Mutex::new(BTreeMap::new());
+
+fn graphs() -> std::sync::MutexGuard<'static, BTreeMap<i32, Graph>> {
+    GRAPHS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn previous_ops() -> std::sync::MutexGuard<'static, BTreeMap<i32, Vec<String>>> {
+    PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// Set while a caller marks graph ends itself (a compiled graph runs and then
 /// flushes): the repeat detector must not cut such a graph in two, nor flush
 /// before the caller has dropped its intermediates.
@@ -179,16 +195,9 @@ impl SlotSource for GraphSlots<'_> {
 pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Result<Vec<RetValue>> {
     let _held = crate::graph_lock::hold();
     let device = call.device();
-    {
-        let g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-        if g.as_ref().map(|g| g.device != device).unwrap_or(false) {
-            drop(g);
-            flush(engine, "graph on another device")?;
-        }
-    }
     let rets = {
-        let mut guard = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-        let g = guard.get_or_insert_with(|| Graph {
+        let mut guard = graphs();
+        let g = guard.entry(device).or_insert_with(|| Graph {
             b: Builder::new(),
             device,
             inputs: Vec::new(),
@@ -206,7 +215,7 @@ pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Res
         });
         record_into(engine, g, call, entry, device)?
     };
-    maybe_flush_at_boundary(engine, call.op)?;
+    maybe_flush_at_boundary(engine, device)?;
     Ok(rets)
 }
 
@@ -344,37 +353,40 @@ fn input_source(call: &Call, input: &crate::program::Input) -> Source {
     }
 }
 
-fn maybe_flush_at_boundary(engine: &Engine, _op: &str) -> Result<()> {
+fn maybe_flush_at_boundary(engine: &Engine, device: i32) -> Result<()> {
     let (len, repeats) = {
-        let g = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(g) = g.as_ref() else { return Ok(()) };
-        let prev = PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner());
+        let g = graphs();
+        let Some(g) = g.get(&device) else { return Ok(()) };
+        let prev = previous_ops();
+        let prev = prev.get(&device).map(|p| p.as_slice()).unwrap_or(&[]);
         // Short sequences repeat by chance (printing reads element after
         // element); only a long one is taken for a step boundary.
         let explicit = EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed);
-        (g.ops.len(), !explicit && prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && *prev == g.ops)
+        (g.ops.len(), !explicit && prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && prev == g.ops)
     };
     if repeats {
-        flush(engine, "repeating op sequence (end of a step)")?;
+        flush_device(engine, device, "repeating op sequence (end of a step)")?;
     } else if len >= MAX_GRAPH_OPS {
         // Cut here, then every period of the loop: the next graphs are one
         // period each, the same program every time.
-        let period = GRAPH
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
+        let period = graphs()
+            .get(&device)
             .and_then(|g| crate::step_period::tail_period(&g.ops, MIN_REPEAT_OPS).map(|p| g.ops[g.ops.len() - p..].to_vec()));
-        flush(engine, "graph size bound")?;
+        flush_device(engine, device, "graph size bound")?;
         if let Some(period) = period {
-            *PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner()) = period;
+            previous_ops().insert(device, period);
         }
     }
     Ok(())
 }
 
-/// Whether ops are waiting in the graph.
+/// Whether ops are waiting in any device's graph.
 pub fn has_pending() -> bool {
-    GRAPH.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|g| !g.ops.is_empty()).unwrap_or(false)
+    graphs().values().any(|g| !g.ops.is_empty())
+}
+
+fn has_pending_on(device: i32) -> bool {
+    graphs().get(&device).is_some_and(|g| !g.ops.is_empty())
 }
 
 /// Before a host upload replaces the whole buffer of `storage`: whether the
@@ -384,8 +396,8 @@ pub fn has_pending() -> bool {
 /// recorded later read the uploaded data: a batch copied in mid-graph does
 /// not cut the graph.
 pub fn host_overwrite_needs_flush(storage: &Storage) -> bool {
-    let mut guard = GRAPH.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(g) = guard.as_mut() else { return false };
+    let mut guard = graphs();
+    let Some(g) = guard.get_mut(&storage.device) else { return false };
     if g.pending.contains_key(&storage.id) {
         return true;
     }
@@ -414,24 +426,54 @@ pub struct Flushed {
     pub zero_reads: Vec<u64>,
 }
 
-/// Compiles (or reuses) and runs the pending graph, then gives every live
-/// pending storage its buffer. `reason` is counted in the metrics.
+/// Compiles (or reuses) and runs every device's pending graph, then gives
+/// every live pending storage its buffer. `reason` is counted in the metrics.
 pub fn flush(engine: &Engine, reason: &str) -> Result<()> {
     flush_reporting(engine, reason).map(|_| ())
 }
 
-/// [`flush`], returning what ran (None when nothing was pending).
+/// [`flush`] for one device's graph.
+pub fn flush_device(engine: &Engine, device: i32, reason: &str) -> Result<()> {
+    let _held = crate::graph_lock::hold();
+    let Some(g) = graphs().remove(&device) else { return Ok(()) };
+    run_graph(engine, g, reason).map(|_| ())
+}
+
+/// [`flush`], returning what ran (None when nothing was pending). A capture
+/// for replay records on one device; graphs of several are not replayable.
 pub fn flush_reporting(engine: &Engine, reason: &str) -> Result<Option<Flushed>> {
     let _held = crate::graph_lock::hold();
-    let Some(g) = GRAPH.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(None) };
+    let all = std::mem::take(&mut *graphs());
+    let several = all.values().filter(|g| !g.ops.is_empty()).count() > 1;
+    let mut last = None;
+    for g in all.into_values() {
+        if let Some(f) = run_graph(engine, g, reason)? {
+            last = Some(f);
+        }
+    }
+    if several {
+        if let Some(f) = last.as_mut() {
+            f.replay_blocker = Some("it runs ops on more than one device");
+        }
+    }
+    Ok(last)
+}
+
+/// Compiles (or reuses) and runs one graph taken out of GRAPHS.
+fn run_graph(engine: &Engine, g: Graph, reason: &str) -> Result<Option<Flushed>> {
     if g.ops.is_empty() {
         return Ok(None);
     }
     Metrics::inc(&engine.metrics.graph_flushes);
     Metrics::bump(&engine.metrics.flush_reasons, reason);
-    *PREVIOUS_OPS.lock().unwrap_or_else(|e| e.into_inner()) = g.ops.clone();
+    previous_ops().insert(g.device, g.ops.clone());
 
-    let dead: HashSet<u64> = DEAD.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+    // Only this graph's dead storages: the other devices' stay listed.
+    let dead: HashSet<u64> = {
+        let mut all = DEAD.lock().unwrap_or_else(|e| e.into_inner());
+        let all = all.get_or_insert_with(HashSet::new);
+        g.pending.keys().filter(|id| all.remove(id)).copied().collect()
+    };
     let live_ids: Vec<u64> = g.order.iter().copied().filter(|id| !dead.contains(id) && g.pending.contains_key(id)).collect();
     let live: Vec<&Pending> = live_ids.iter().filter_map(|id| g.pending.get(id)).collect();
     let mut results: Vec<Value> = live.iter().map(|p| p.value).collect();
@@ -599,6 +641,15 @@ pub fn flush_if_pending(engine: &Engine, reason: &str) -> Result<()> {
     let _held = crate::graph_lock::hold();
     if has_pending() {
         flush(engine, reason)?;
+    }
+    Ok(())
+}
+
+/// [`flush_if_pending`] for the one device whose data a path touches.
+pub fn flush_device_if_pending(engine: &Engine, device: i32, reason: &str) -> Result<()> {
+    let _held = crate::graph_lock::hold();
+    if has_pending_on(device) {
+        flush_device(engine, device, reason)?;
     }
     Ok(())
 }

@@ -1,12 +1,13 @@
-//! One thread at a time records into or flushes the Fused Eager graph.
+//! One thread at a time records into or flushes the Fused Eager graphs.
 //!
-//! The pending graph is global, and threads do use it at once
-//! (`nn.DataParallel` runs its replicas in threads, each on its own device,
-//! with the GIL released inside ops). Without this lock a thread could
-//! record into a graph another thread is flushing (and read a storage whose
-//! value is in flight as zeros), or into a graph of another device. The lock
-//! is re-entrant because recording may flush (a full graph, a step
-//! boundary, a graph of another device).
+//! The pending graphs (one per device) are shared by all threads, and
+//! threads do use them at once (`nn.DataParallel` runs its replicas in
+//! threads, each on its own device, with the GIL released inside ops).
+//! Without this lock a thread could record into a graph another thread is
+//! flushing, and read a storage whose value is in flight as zeros, or free
+//! a storage the flush is about to write. The lock is re-entrant because
+//! recording may flush (a full graph, a step boundary).
+use std::marker::PhantomData;
 use std::sync::{Condvar, Mutex};
 use std::thread::ThreadId;
 
@@ -18,8 +19,9 @@ struct Owner {
 static OWNER: Mutex<Owner> = Mutex::new(Owner { thread: None, depth: 0 });
 static RELEASED: Condvar = Condvar::new();
 
-/// Held while a thread works on the graph; released on drop.
-pub struct GraphLock(());
+/// Held while a thread works on the graph; released on drop. Not `Send`:
+/// the owner is the thread that took it, so it must be dropped there.
+pub struct GraphLock(PhantomData<*const ()>);
 
 /// Waits until no other thread holds the graph, then holds it.
 pub fn hold() -> GraphLock {
@@ -30,7 +32,7 @@ pub fn hold() -> GraphLock {
     }
     owner.thread = Some(me);
     owner.depth += 1;
-    GraphLock(())
+    GraphLock(PhantomData)
 }
 
 impl Drop for GraphLock {

@@ -180,6 +180,9 @@ pub fn replay(engine: &Engine, plan: usize, args: &[&Storage], outputs: &[&Stora
     let Some(p) = self::plan(plan) else {
         return Err(EngineError::runtime(format!("internal error: no compiled-graph plan {plan}")));
     };
+    // Held to the end: no other thread records between the flush and the
+    // new buffers landing in the storages.
+    let _held = crate::graph_lock::hold();
     fused::flush_if_pending(engine, "before a compiled graph replays")?;
     let mut inputs = Vec::with_capacity(p.feeds.len());
     for feed in &p.feeds {

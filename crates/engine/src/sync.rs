@@ -6,7 +6,7 @@
 //! for bad values that are not indices). Debug Eager reads it at once.
 use std::sync::{Arc, Mutex};
 
-use crate::error::{EngineError, ErrorKind, Result};
+use crate::error::{EngineError, Result};
 use crate::runtime::Engine;
 
 #[derive(Default)]
@@ -55,9 +55,20 @@ impl PendingChecks {
     }
 }
 
-/// Waits for all work on the device and raises any deferred error.
+/// Waits for all work on every device and raises any deferred error.
 pub fn synchronize(engine: &Engine, source: &str) -> Result<()> {
     crate::fused::flush_if_pending(engine, "synchronize")?;
+    wait(engine, source)
+}
+
+/// [`synchronize`] for one device's queue (a stream or event of that
+/// device): other devices' pending graphs keep recording.
+pub fn synchronize_device(engine: &Engine, device: i32, source: &str) -> Result<()> {
+    crate::fused::flush_device_if_pending(engine, device, "synchronize")?;
+    wait(engine, source)
+}
+
+fn wait(engine: &Engine, source: &str) -> Result<()> {
     engine.metrics.host_sync(source);
     engine.checks.drain()?;
     crate::dispatch::wait_recent()

@@ -35,10 +35,13 @@ pub fn element_type(d: DType) -> pjrt::ElementType {
 /// Copies contiguous host bytes (dst's dtype and sizes) into the view `dst`.
 pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
     let engine = engine()?;
+    // Held to the end, so no thread records an op on `dst` between the check
+    // below and the new buffer landing.
+    let _held = crate::graph_lock::hold();
     // A whole-buffer upload into a storage the pending graph does not write
     // needs no flush (see fused::host_overwrite_needs_flush).
     if !dst.is_whole() || crate::fused::host_overwrite_needs_flush(dst.storage) {
-        crate::fused::flush_if_pending(engine, "host write")?;
+        crate::fused::flush_device_if_pending(engine, dst.storage.device, "host write")?;
     }
     let numel = dst.numel();
     let need = numel as usize * dst.dtype.size_bytes();
@@ -88,7 +91,7 @@ pub fn dense_view<'a>(storage: &'a Storage, dtype: DType, sizes: &[i64]) -> Tens
 /// Copies the view `src` into contiguous host bytes. A host sync.
 pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
     let engine = engine()?;
-    crate::fused::flush_if_pending(engine, "host read (.cpu(), print, save)")?;
+    crate::fused::flush_device_if_pending(engine, src.storage.device, "host read (.cpu(), print, save)")?;
     engine.metrics.host_sync("tensor read (.cpu(), .item(), print)");
     engine.checks.drain()?;
     let need = src.numel() as usize * src.dtype.size_bytes();
