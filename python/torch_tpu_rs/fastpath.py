@@ -5,8 +5,9 @@ In eval mode without autograd, those modules call fused ops
 CPU, CUDA and the PrivateUse1 device alike; PyTorch has CPU and CUDA kernels
 for them and no decomposition. Here each is the composition of the ops the
 modules' slow path runs (`F.multi_head_attention_forward`, layer_norm,
-linear), which the engine lowers, so results match the slow path and the CPU
-fast path.
+linear), which the engine lowers, so results match the modules' slow path
+(the tests compare them with the CPU's fast path too). Where PyTorch's CPU
+kernels differ from their own slow path, this follows the slow path.
 """
 from __future__ import annotations
 
