@@ -262,3 +262,23 @@ def test_transformer_encoder_layer_inference_fast_path(norm_first, activation, m
     encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
     tpu, cpu = _fast_path_both(encoder, lambda m, x, y, pad, causal: m(x, src_key_padding_mask=pad))
     assert_same(tpu, cpu, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask_check", [True, False])
+def test_transformer_encoder_nested_path_names_the_way_out(mask_check):
+    """Eval, no grad and a padding mask send nn.TransformerEncoder to nested
+    tensors, which tpu lacks: the error says how to avoid them, and the
+    suggested encoder matches the CPU at the unpadded positions."""
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    cpu = torch.nn.TransformerEncoder(layer, 2, mask_check=mask_check).eval()
+    tpu = copy.deepcopy(cpu).to("tpu")
+    with torch.no_grad():
+        with pytest.raises(NotImplementedError, match="enable_nested_tensor=False"):
+            tpu(_X.to("tpu"), src_key_padding_mask=_PAD.to("tpu"))
+        expected = cpu(_X, src_key_padding_mask=_PAD)
+        suggested = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+        suggested.load_state_dict(cpu.state_dict())
+        got = suggested.to("tpu")(_X.to("tpu"), src_key_padding_mask=_PAD.to("tpu")).cpu()
+    real = ~_PAD
+    assert expected[~real].abs().max() == 0  # the CPU's nested path zeroes padded positions
+    torch.testing.assert_close(got[real], expected[real], rtol=1e-4, atol=1e-5)

@@ -74,6 +74,22 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
     return norm2(x + feed_forward(x))
 
 
+def _no_nested_tensors(op: str):
+    """nn.TransformerEncoder (eval, no grad, a src_key_padding_mask) turns its
+    batch into a nested tensor; tpu has none. Name the way out."""
+    def refuse(t, mask, *args, **kwargs):
+        raise NotImplementedError(
+            f"aten::{op}: the tpu device has no nested tensors (input of shape {list(t.shape)}, "
+            f"mask of shape {list(mask.shape)}). nn.TransformerEncoder converts its batch to one "
+            "in eval mode with a src_key_padding_mask: build it with enable_nested_tensor=False. "
+            "Outputs at unpadded positions are then the same; padded positions are computed "
+            "instead of zeroed, as in PyTorch's own path with enable_nested_tensor=False."
+        )
+    return refuse
+
+
 def install() -> None:
     _lib.impl("_native_multi_head_attention", _native_multi_head_attention, "PrivateUse1")
     _lib.impl("_transformer_encoder_layer_fwd", _transformer_encoder_layer_fwd, "PrivateUse1")
+    for op in ("_nested_tensor_from_mask_left_aligned", "_nested_tensor_from_mask"):
+        _lib.impl(op, _no_nested_tensors(op), "PrivateUse1")
