@@ -28,6 +28,7 @@ mod pool;
 mod random;
 mod reduce;
 mod resize;
+mod samplers;
 mod sampling;
 mod selection;
 mod shape;
@@ -53,6 +54,7 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     indexing::OPS,
     factory::OPS,
     random::OPS,
+    samplers::OPS,
     foreach::OPS,
     amp::OPS,
     optim::OPS,

@@ -1,0 +1,168 @@
+"""The rejection and inversion samplers behind torch.distributions:
+_standard_gamma (Gamma, Beta, Chi2, StudentT), _sample_dirichlet, poisson
+and binomial. Samples cannot equal the CPU's (another generator), so each
+case draws many on both devices and compares the two samples' distributions
+with a two-sample Kolmogorov-Smirnov statistic, plus the exact moments. Edge
+values (zero, negative, NaN parameters) are compared exactly."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import torch_tpu_rs
+
+N = 20000
+# Two-sample KS at significance 1e-6: D > c(α) sqrt(2 / N) with
+# c(α) = sqrt(-ln(α / 2) / 2); discrete samples only make the test stricter
+# on us (their D is smaller under the null). Seeds are fixed: no flakes.
+KS_LIMIT = math.sqrt(-math.log(0.5e-6) / 2) * math.sqrt(2 / N)
+
+
+def ks_statistic(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double().flatten().sort().values, b.double().flatten().sort().values
+    grid = torch.cat([a, b]).unique()
+    fa = torch.searchsorted(a, grid, right=True).double() / a.numel()
+    fb = torch.searchsorted(b, grid, right=True).double() / b.numel()
+    return (fa - fb).abs().max().item()
+
+
+def same_distribution(tpu_sample: torch.Tensor, cpu_sample: torch.Tensor, mean: float, var: float, kurtosis: float = 0.0):
+    """`kurtosis` is the distribution's excess kurtosis, which sets how far a
+    sample variance strays: its relative standard error is sqrt((κ + 2) / n)."""
+    assert tpu_sample.device.type == "tpu"
+    t = tpu_sample.cpu()
+    assert t.dtype == cpu_sample.dtype and t.shape == cpu_sample.shape
+    assert torch.isfinite(t).all()
+    d = ks_statistic(t, cpu_sample)
+    assert d < KS_LIMIT, f"KS distance {d:.4f} against the CPU's sample (limit {KS_LIMIT:.4f})"
+    # The mean within 6 standard errors of the exact one.
+    assert abs(t.double().mean().item() - mean) < 6 * math.sqrt(var / t.numel()) + 1e-12
+    rel = 6 * math.sqrt((kurtosis + 2) / t.numel())
+    assert t.double().var().item() == pytest.approx(var, rel=rel, abs=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.5, 1.0, 3.0, 100.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_standard_gamma(alpha, dtype, mode):
+    torch.manual_seed(1)
+    a = torch.full((N,), alpha, dtype=dtype)
+    same_distribution(torch._standard_gamma(a.to("tpu")), torch._standard_gamma(a), alpha, alpha, 6 / alpha)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.7, 4.0, 9.5, 10.0, 35.0, 1e5])
+def test_poisson(rate, mode):
+    torch.manual_seed(2)
+    r = torch.full((N,), rate)
+    same_distribution(torch.poisson(r.to("tpu")), torch.poisson(r), rate, rate, 1 / rate if rate else 0.0)
+
+
+@pytest.mark.parametrize("count,prob", [(10, 0.3), (40, 0.2), (100, 0.5), (1000, 0.93), (5, 0.97), (10**7, 0.4)])
+def test_binomial(count, prob, mode):
+    torch.manual_seed(3)
+    n, p = torch.full((N,), float(count)), torch.full((N,), prob)
+    tpu = torch.binomial(n.to("tpu"), p.to("tpu"))
+    npq = count * prob * (1 - prob)
+    same_distribution(tpu, torch.binomial(n, p), count * prob, npq, (1 - 6 * prob * (1 - prob)) / npq)
+    assert torch.equal(tpu.cpu(), tpu.cpu().round())
+
+
+def test_dirichlet_marginals_match_the_cpu():
+    torch.manual_seed(4)
+    alpha = torch.tensor([0.3, 1.0, 4.0])
+    a = alpha.expand(N, 3).contiguous()
+    tpu, cpu = torch._sample_dirichlet(a.to("tpu")).cpu(), torch._sample_dirichlet(a)
+    torch.testing.assert_close(tpu.sum(-1), torch.ones(N), rtol=0, atol=2e-6)
+    total = alpha.sum().item()
+    for j in range(3):
+        m = alpha[j].item() / total
+        same_distribution(tpu[:, j].to("tpu"), cpu[:, j], m, m * (1 - m) / (total + 1))
+
+
+def test_dirichlet_with_tiny_concentrations_still_normalizes():
+    # Gamma samples of α = 1e-3 underflow float32; the CPU works in float64.
+    a = torch.full((2000, 4), 1e-3)
+    s = torch._sample_dirichlet(a.to("tpu")).cpu()
+    torch.testing.assert_close(s.sum(-1), torch.ones(2000), rtol=0, atol=1e-6)
+    assert (s > 0).all()
+    # Nearly all mass on one coordinate, as on the CPU.
+    assert (s.max(-1).values > 0.99).float().mean() > 0.95
+
+
+def test_edge_values_as_on_the_cpu():
+    a = torch.tensor([0.0, 1e-30, float("nan"), -1.0])
+    assert torch.equal(torch._standard_gamma(a.to("tpu")).cpu(), torch._standard_gamma(a))
+    count = torch.tensor([0.0, 10.0, 10.0, 100.0, -3.0, 10.0, 7.0])
+    prob = torch.tensor([0.5, 0.0, 1.0, 1.0, 0.5, 1.5, -0.2])
+    assert torch.equal(torch.binomial(count.to("tpu"), prob.to("tpu")).cpu(), torch.binomial(count, prob))
+    nan = torch.binomial(torch.tensor([10.0]).to("tpu"), torch.tensor([float("nan")]).to("tpu")).cpu()
+    assert nan.isnan().all()
+    assert torch.equal(torch.poisson(torch.zeros(5, device="tpu")).cpu(), torch.zeros(5))
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan")])
+def test_poisson_with_a_bad_rate_raises_the_cpu_error(bad, mode):
+    rates = torch.tensor([1.0, bad])
+    with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+        torch.poisson(rates)
+    with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+        torch.poisson(rates.to("tpu")).cpu()
+    assert torch.poisson(torch.ones(3, device="tpu")).cpu().shape == (3,)  # the device still works
+
+
+def test_dtypes_and_shapes():
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        r = torch.poisson(torch.full((2, 3), 4.0, dtype=dtype, device="tpu"))
+        assert r.dtype == dtype and r.shape == (2, 3)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        torch.poisson(torch.ones(3, dtype=torch.long, device="tpu"))
+    with pytest.raises(RuntimeError, match="Found dtype Double but expected Float"):
+        torch.binomial(torch.ones(2, device="tpu"), torch.full((2,), 0.5, dtype=torch.float64, device="tpu"))
+    b = torch.binomial(torch.full((4, 1), 10.0, device="tpu"), torch.full((3,), 0.5, device="tpu"))
+    assert b.shape == (4, 3)
+    assert torch._standard_gamma(torch.ones(0, 3, device="tpu")).shape == (0, 3)
+    assert torch._sample_dirichlet(torch.ones(2, 0, device="tpu")).shape == (2, 0)
+
+
+def test_seeded_draws_repeat_and_differ_between_calls(mode):
+    a = torch.full((1000,), 2.0, device="tpu")
+    torch.manual_seed(7)
+    first, second = torch._standard_gamma(a).cpu(), torch._standard_gamma(a).cpu()
+    torch.manual_seed(7)
+    again = torch._standard_gamma(a).cpu()
+    assert torch.equal(first, again)
+    assert not torch.equal(first, second)
+    g = torch.Generator(device="tpu").manual_seed(3)
+    x = torch.poisson(torch.full((1000,), 20.0, device="tpu"), generator=g).cpu()
+    g.manual_seed(3)
+    assert torch.equal(x, torch.poisson(torch.full((1000,), 20.0, device="tpu"), generator=g).cpu())
+
+
+def test_torch_distributions_sample_on_tpu():
+    torch.manual_seed(5)
+    cases = {
+        "Gamma": lambda d: torch.distributions.Gamma(torch.tensor(2.0, device=d), torch.tensor(3.0, device=d)),
+        "Beta": lambda d: torch.distributions.Beta(torch.tensor(2.0, device=d), torch.tensor(5.0, device=d)),
+        "Chi2": lambda d: torch.distributions.Chi2(torch.tensor(3.0, device=d)),
+        "StudentT": lambda d: torch.distributions.StudentT(torch.tensor(5.0, device=d)),
+        "Poisson": lambda d: torch.distributions.Poisson(torch.tensor(6.0, device=d)),
+        "Binomial": lambda d: torch.distributions.Binomial(20, torch.tensor(0.25, device=d)),
+    }
+    for name, make in cases.items():
+        dist = make("tpu")
+        s = dist.sample((N,))
+        assert s.device.type == "tpu", name
+        same_distribution(s, make("cpu").sample((N,)), dist.mean.item(), dist.variance.item())
+    d = torch.distributions.Dirichlet(torch.tensor([1.0, 2.0, 3.0], device="tpu")).sample((100,))
+    assert d.shape == (100, 3) and d.device.type == "tpu"
+
+
+def test_samples_in_fused_eager_match_strict():
+    a = torch.full((500,), 1.5, device="tpu")
+    out = {}
+    for mode in ("strict", "fused"):
+        torch_tpu_rs.set_eager_mode(mode)
+        torch.manual_seed(11)
+        out[mode] = (torch._standard_gamma(a) * 2 + torch.poisson(a)).cpu()
+    assert torch.equal(out["strict"], out["fused"])
