@@ -28,7 +28,7 @@ mod ndtri;
 mod zeta;
 
 pub(super) use bessel_i::{I0_A, I0_B, I1_A, I1_B};
-pub(crate) use gamma::lgamma_v;
+pub(crate) use gamma::{digamma_v, lgamma_v};
 use bessel_i::{i0, i0e, i1, i1e};
 use gamma::{digamma, lgamma, polygamma};
 use ndtri::ndtri;
