@@ -1,7 +1,8 @@
 //! Samplers that loop until each element is accepted: `_standard_gamma`
 //! (Gamma(α, 1), behind `torch.distributions` Gamma, Beta, Chi2, StudentT),
 //! `_sample_dirichlet`, `poisson` and `binomial`; and the reparameterized
-//! gradient of the gamma sampler (`_standard_gamma_grad`, for `rsample`).
+//! gradients of the gamma and Dirichlet samplers (`_standard_gamma_grad`,
+//! `_dirichlet_grad`, for `rsample`).
 //!
 //! The algorithms are the published ones PyTorch's CPU kernels use, so the
 //! distributions are the same (the values differ, as any two generators'
@@ -33,6 +34,7 @@ pub const OPS: &[OpEntry] = &[
     op!("poisson", poisson),
     op!("binomial", binomial),
     op!("_standard_gamma_grad", standard_gamma_grad),
+    op!("_dirichlet_grad", dirichlet_grad),
 ];
 
 /// Rounds of a rejection loop; an inversion search takes one step a round.
@@ -786,4 +788,145 @@ fn standard_gamma_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     let g = e.div(dp, pdf)?;
     let g = e.lx.b.neg(g)?;
     Ok(vec![lx.cast(g, ta.dtype)?])
+}
+
+/// _dirichlet_grad(x, alpha, total): for x ~ Beta(α, β), β = total - α (a
+/// Dirichlet's marginal), dx/dα with β fixed, -(∂I_x(α, β)/∂α) / pdf(x),
+/// divided by 1 - x: Dirichlet's backward multiplies it by
+/// (grad - Σ x grad), which for a Beta is (1 - x) grad. The reparameterized
+/// gradient behind Beta and Dirichlet `rsample`. Exact, from
+/// the series I_y(p, q) = y^p (1-y)^q / (p B(p, q)) Σ c_n with c_0 = 1,
+/// c_n = c_(n-1) y (p+q+n-1) / (p+n), on the side where it converges fast
+/// (y = 1 - x with the parameters swapped when x > (α+1)/(α+β+2), using
+/// I_x(α, β) = 1 - I_(1-x)(β, α)). The CPU uses a fitted approximation.
+fn dirichlet_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
+    let (tx, ta, tt) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
+    need_float(lx, "_dirichlet_grad_cpu", tx.dtype)?;
+    let shape = lx.b.broadcast_shapes(&tx.shape, &ta.shape)?;
+    let shape = lx.b.broadcast_shapes(&shape, &tt.shape)?;
+    let mut vals = Vec::new();
+    for t in [tx, ta, tt] {
+        let v = lx.cast(t.value, CT)?;
+        vals.push(lx.b.broadcast_to(v, &shape)?);
+    }
+    let (x, a) = (vals[0], vals[1]);
+    if shape.iter().product::<i64>() == 0 {
+        return Ok(vec![lx.cast(x, tx.dtype)?]);
+    }
+    let mut e = E { lx };
+    let b = e.sub(vals[2], a)?;
+    let a1 = e.addc(a, 1.0)?;
+    let ab = e.add(a, b)?;
+    let ab2 = e.addc(ab, 2.0)?;
+    let split = e.div(a1, ab2)?;
+    let swap = e.cmp(x, split, CompareDir::Gt)?;
+    let x1 = e.rsubc(1.0, x)?;
+    let y = e.sel(swap, x1, x)?;
+    let p = e.sel(swap, b, a)?;
+    let q = e.sel(swap, a, b)?;
+    let one = e.c(x, 1.0)?;
+    let zero = e.c(x, 0.0)?;
+    let state = e.lx.b.constant_i64(DType::I64, 0);
+    let state = e.lx.b.convert(state, DType::U64)?;
+    let state = e.lx.b.broadcast_in_dim(state, &[2], &[])?;
+    let ok = e.lx.b.is_finite(y)?;
+    let done = e.not(ok)?;
+    // Carried: c_n, Sp_n = Σ_(k<n) (1/(p+q+k) - 1/(p+1+k)), Sq_n = Σ_(k<n)
+    // 1/(p+q+k), and the sums G = Σ c_n, Dp = Σ c_n Sp_n, Dq = Σ c_n Sq_n
+    // (∂c_n/∂p = c_n Sp_n, ∂c_n/∂q = c_n Sq_n).
+    let round = move |e: &mut E, i: V, _state: V, done: V, v: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
+        let (p, q, y) = (k[0], k[1], k[2]);
+        let i1 = e.lx.b.constant_i64(DType::I64, 1);
+        let n = e.lx.b.add(i, i1)?;
+        let n = e.lx.b.convert(n, CT)?;
+        let n = e.lx.b.broadcast_in_dim(n, &e.lx.shape(p), &[])?;
+        let pq = e.add(p, q)?;
+        let pqn = e.add(pq, n)?;
+        let pqn1 = e.addc(pqn, -1.0)?; // p + q + n - 1
+        let pn = e.add(p, n)?; // p + n
+        let r = e.div(pqn1, pn)?;
+        let r = e.mul(r, y)?;
+        let c = e.mul(v[0], r)?;
+        let inv_pq = e.rdivc(1.0, pqn1)?;
+        let inv_p = e.rdivc(1.0, pn)?;
+        let dsp = e.sub(inv_pq, inv_p)?;
+        let sp = e.add(v[1], dsp)?;
+        let sq = e.add(v[2], inv_pq)?;
+        let g = e.add(v[3], c)?;
+        let cp = e.mul(c, sp)?;
+        let dp = e.add(v[4], cp)?;
+        let cq = e.mul(c, sq)?;
+        let dq = e.add(v[5], cq)?;
+        let s1 = e.cmp(g, v[3], CompareDir::Eq)?;
+        let s2 = e.cmp(dp, v[4], CompareDir::Eq)?;
+        let s3 = e.cmp(dq, v[5], CompareDir::Eq)?;
+        let stop = e.and(s1, s2)?;
+        let stop = e.and(stop, s3)?;
+        let new = [c, sp, sq, g, dp, dq];
+        let mut out = Vec::with_capacity(6);
+        for (j, nv) in new.iter().enumerate() {
+            out.push(e.sel(done, v[j], *nv)?);
+        }
+        let done = e.or(done, stop)?;
+        Ok((done, out))
+    };
+    let out = until_done_within(e.lx, MAX_SERIES_TERMS, state, done, &[one, zero, zero, one, zero, zero], &[p, q, y], &round)?;
+    let (g, dp, dq) = (out[3], out[4], out[5]);
+    let mut e = E { lx };
+    use super::special::{digamma_v, lgamma_v};
+    let ly = e.lx.b.log(y)?;
+    let y1 = e.rsubc(1.0, y)?;
+    let l1y = e.lx.b.log(y1)?;
+    let pq = e.add(p, q)?;
+    let psi_pq = digamma_v(&mut e, pq)?;
+    let psi_p = digamma_v(&mut e, p)?;
+    let psi_q = digamma_v(&mut e, q)?;
+    let lg_p = lgamma_v(&mut e, p)?;
+    let lg_q = lgamma_v(&mut e, q)?;
+    let lg_pq = lgamma_v(&mut e, pq)?;
+    // log prefactor: p log y + q log(1-y) - log p - log B(p, q)
+    let t = e.mul(p, ly)?;
+    let t2 = e.mul(q, l1y)?;
+    let l = e.add(t, t2)?;
+    let lp = e.lx.b.log(p)?;
+    let l = e.sub(l, lp)?;
+    let l = e.sub(l, lg_p)?;
+    let l = e.sub(l, lg_q)?;
+    let l = e.add(l, lg_pq)?;
+    let pre = e.lx.b.exp(l)?;
+    // ∂L/∂p = log y - 1/p - ψ(p) + ψ(p+q); ∂L/∂q = log(1-y) - ψ(q) + ψ(p+q)
+    let ip = e.rdivc(1.0, p)?;
+    let lpd = e.sub(ly, ip)?;
+    let lpd = e.sub(lpd, psi_p)?;
+    let lpd = e.add(lpd, psi_pq)?;
+    let lqd = e.sub(l1y, psi_q)?;
+    let lqd = e.add(lqd, psi_pq)?;
+    let gp = e.mul(g, lpd)?;
+    let dip = e.add(gp, dp)?;
+    let dip = e.mul(pre, dip)?;
+    let gq = e.mul(g, lqd)?;
+    let diq = e.add(gq, dq)?;
+    let diq = e.mul(pre, diq)?;
+    // ∂I_x(α, β)/∂α: ∂I/∂p directly, or -∂I/∂q after the swap.
+    let niq = e.lx.b.neg(diq)?;
+    let di = e.sel(swap, niq, dip)?;
+    // pdf(x; α, β) = x^(α-1) (1-x)^(β-1) / B(α, β)
+    let lxv = e.lx.b.log(x)?;
+    let l1x = e.lx.b.log(x1)?;
+    let am1 = e.addc(a, -1.0)?;
+    let bm1 = e.addc(b, -1.0)?;
+    let t = e.mul(am1, lxv)?;
+    let t2 = e.mul(bm1, l1x)?;
+    let lpdf = e.add(t, t2)?;
+    let lg_a = lgamma_v(&mut e, a)?;
+    let lg_b = lgamma_v(&mut e, b)?;
+    let lg_ab = lgamma_v(&mut e, ab)?;
+    let lpdf = e.sub(lpdf, lg_a)?;
+    let lpdf = e.sub(lpdf, lg_b)?;
+    let lpdf = e.add(lpdf, lg_ab)?;
+    let pdf = e.lx.b.exp(lpdf)?;
+    let g = e.div(di, pdf)?;
+    let g = e.div(g, x1)?;
+    let g = e.lx.b.neg(g)?;
+    Ok(vec![lx.cast(g, tx.dtype)?])
 }
