@@ -15,7 +15,6 @@ use stablehlo::{CompareDir, DType, RngAlgorithm, Value};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
-use crate::dtypes;
 use crate::error::Result;
 use crate::op;
 use crate::table::OpEntry;
@@ -95,13 +94,14 @@ fn words(lx: &mut Lower, shape: &[i64]) -> Result<Value> {
         .1)
 }
 
-fn need_float(lx: &Lower, kernel: &str, d: DType) -> Result<()> {
+/// The CPU's refusal of a non-float dtype, named as it does ('Long').
+pub(super) fn need_float(lx: &Lower, kernel: &str, d: DType) -> Result<()> {
     if !d.is_float() {
         bail!(
             NotImplemented,
             "{}: \"{kernel}\" not implemented for '{}'",
             lx.op,
-            dtypes::name(d).trim_start_matches("torch.")
+            super::elementwise::type_name(d)
         );
     }
     Ok(())

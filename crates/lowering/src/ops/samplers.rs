@@ -20,6 +20,7 @@
 use stablehlo::{Builder, CompareDir, DType, RngAlgorithm, Value};
 
 use super::elementwise::type_name;
+use super::random::need_float;
 use super::special::E;
 use crate::args::Args;
 use crate::bail;
@@ -163,23 +164,16 @@ fn until_done_within(
     Ok(out[3..3 + nv].to_vec())
 }
 
+/// A placeholder random state for loops that draw nothing (series, searches).
+fn no_draws(b: &mut Builder) -> Result<V> {
+    Ok(b.splat(DType::U64, 0.0, &[2])?)
+}
+
 /// `new` where `take` (i1) and not yet `done`; returns (value, done).
 fn accept(e: &mut E, take: V, new: V, old: V, done: V) -> Result<(V, V)> {
     let open = e.not(done)?;
     let take = e.and(take, open)?;
     Ok((e.sel(take, new, old)?, e.or(done, take)?))
-}
-
-fn need_float(lx: &Lower, kernel: &str, d: DType) -> Result<()> {
-    if !d.is_float() {
-        bail!(
-            NotImplemented,
-            "{}: \"{kernel}\" not implemented for '{}'",
-            lx.op,
-            type_name(d)
-        );
-    }
-    Ok(())
 }
 
 /// A standard normal from two uniforms (Box-Muller).
@@ -361,6 +355,21 @@ fn stirling_tail(e: &mut E, k: V) -> Result<V> {
     Ok(out)
 }
 
+/// Hörmann's transformed-rejection proposal from uniforms (u0, u1):
+/// U = u0 - 1/2, V = u1, us = 1/2 - |U| and k = floor((2a / us + b) U + shift).
+/// Returns (us, V, k).
+fn tr_proposal(e: &mut E, u: &[V], a: V, b: V, shift: V) -> Result<(V, V, V)> {
+    let uu = e.addc(u[0], -0.5)?;
+    let au = e.lx.b.abs(uu)?;
+    let us = e.rsubc(0.5, au)?;
+    let t = e.div(a, us)?;
+    let t = e.mulc(t, 2.0)?;
+    let t = e.add(t, b)?;
+    let t = e.mul(t, uu)?;
+    let t = e.add(t, shift)?;
+    Ok((us, u[1], e.lx.b.floor(t)?))
+}
+
 /// Hörmann's PTRS for rates λ >= 10 (other elements start done); returns
 /// the samples (0 where not drawn).
 fn poisson_ptrs(lx: &mut Lower, lam: V, stream: Stream, state: V, shape: &[i64]) -> Result<V> {
@@ -383,18 +392,8 @@ fn poisson_ptrs(lx: &mut Lower, lam: V, stream: Stream, state: V, shape: &[i64])
     let round = move |e: &mut E, i: V, state: V, done: V, vars: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (lam, a, b, inv_alpha, vr, value) = (k[0], k[1], k[2], k[3], k[4], vars[0]);
         let u = stream.draw(e.lx.b, state, i, &shape)?;
-        let uu = e.addc(u[0], -0.5)?;
-        let v = u[1];
-        let au = e.lx.b.abs(uu)?;
-        let us = e.rsubc(0.5, au)?;
-        // k = floor((2a / us + b) U + λ + 0.43)
-        let t = e.div(a, us)?;
-        let t = e.mulc(t, 2.0)?;
-        let t = e.add(t, b)?;
-        let t = e.mul(t, uu)?;
-        let t = e.add(t, lam)?;
-        let t = e.addc(t, 0.43)?;
-        let kk = e.lx.b.floor(t)?;
+        let shift = e.addc(lam, 0.43)?;
+        let (us, v, kk) = tr_proposal(e, &u, a, b, shift)?;
         let q1 = e.cmpc(us, 0.07, CompareDir::Ge)?;
         let q2 = e.cmp(v, vr, CompareDir::Le)?;
         let quick = e.and(q1, q2)?;
@@ -462,9 +461,7 @@ fn invert_cdf(
     let zero = e.c(u, 0.0)?;
     let mut k = vec![u];
     k.extend_from_slice(consts);
-    let state = e.lx.b.constant_i64(DType::I64, 0); // unused: no draws in the loop
-    let state = e.lx.b.convert(state, DType::U64)?;
-    let state = e.lx.b.broadcast_in_dim(state, &[2], &[])?;
+    let state = no_draws(e.lx.b)?;
     let round = move |e: &mut E, i: V, _state: V, done: V, vars: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (p, f, value) = (vars[0], vars[1], vars[2]);
         let u = k[0];
@@ -555,16 +552,7 @@ fn binomial_btrs(lx: &mut Lower, n: V, p: V, start_done: V, stream: Stream, stat
     let round = move |e: &mut E, i: V, state: V, done: V, vars: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (n, a, b, c, vr, r, alpha, m, value) = (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], vars[0]);
         let u = stream.draw(e.lx.b, state, i, &shape)?;
-        let uu = e.addc(u[0], -0.5)?;
-        let v = u[1];
-        let au = e.lx.b.abs(uu)?;
-        let us = e.rsubc(0.5, au)?;
-        let t = e.div(a, us)?;
-        let t = e.mulc(t, 2.0)?;
-        let t = e.add(t, b)?;
-        let t = e.mul(t, uu)?;
-        let t = e.add(t, c)?;
-        let kk = e.lx.b.floor(t)?;
+        let (us, v, kk) = tr_proposal(e, &u, a, b, c)?;
         let lo = e.cmpc(kk, 0.0, CompareDir::Ge)?;
         let hi = e.cmp(kk, n, CompareDir::Le)?;
         let valid = e.and(lo, hi)?;
@@ -741,9 +729,7 @@ fn standard_gamma_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     let s0 = e.mul(t0, d0)?;
     let fin = e.lx.b.is_finite(s0)?;
     let done = e.not(fin)?;
-    let state = e.lx.b.constant_i64(DType::I64, 0);
-    let state = e.lx.b.convert(state, DType::U64)?;
-    let state = e.lx.b.broadcast_in_dim(state, &[2], &[])?;
+    let state = no_draws(e.lx.b)?;
     let round = move |e: &mut E, i: V, _state: V, done: V, vars: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (t, psi, sum) = (vars[0], vars[1], vars[2]);
         let (a, x, logx) = (k[0], k[1], k[2]);
@@ -826,9 +812,7 @@ fn dirichlet_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     let q = e.sel(swap, a, b)?;
     let one = e.c(x, 1.0)?;
     let zero = e.c(x, 0.0)?;
-    let state = e.lx.b.constant_i64(DType::I64, 0);
-    let state = e.lx.b.convert(state, DType::U64)?;
-    let state = e.lx.b.broadcast_in_dim(state, &[2], &[])?;
+    let state = no_draws(e.lx.b)?;
     let ok = e.lx.b.is_finite(y)?;
     let done = e.not(ok)?;
     // Carried: c_n, Sp_n = Σ_(k<n) (1/(p+q+k) - 1/(p+1+k)), Sq_n = Σ_(k<n)
