@@ -423,6 +423,15 @@ def test_index_add_out_of_range_raises_what_the_cpu_raises(case):
     assert_same(*run_both(lambda x, i, s: x.index_add(dim, i, s, **kw), x, i.clamp(max=shape[dim] - 1), s))
 
 
+@pytest.mark.parametrize("alpha", [1, 1 + 0j, 1 + 1j, 2j])
+def test_index_add_out_of_range_with_a_complex_alpha(alpha):
+    x, s, i = torch.zeros(5, 3, dtype=torch.cfloat), torch.ones(1, 3, dtype=torch.cfloat), torch.tensor([7])
+    with pytest.raises((IndexError, RuntimeError)) as on_cpu:
+        x.index_add(0, i, s, alpha=alpha)
+    xt, st, it = x.to("tpu"), s.to("tpu"), i.to("tpu")
+    raises_index_error(lambda: xt.index_add(0, it, st, alpha=alpha), type(on_cpu.value))
+
+
 def test_index_select_of_a_zero_dim_source_is_zero_dim():
     for idx in [torch.tensor([0]), torch.tensor(0)]:
         assert_same(*run_both(lambda x, i: torch.index_select(x, 0, i), torch.tensor(3.0), idx))

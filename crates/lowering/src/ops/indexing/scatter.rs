@@ -452,9 +452,22 @@ fn index_slices_raise(
     let Some(alpha) = args.opt_scalar(4) else {
         return Ok(OutOfRange::RuntimeError);
     };
-    let a = lx.cast(alpha.value, DType::F64)?;
+    // A complex alpha (complex tensors) is 1 when its parts are 1 and 0.
+    let (re, im) = if alpha.dtype.is_complex() {
+        (lx.b.real(alpha.value)?, Some(lx.b.imag(alpha.value)?))
+    } else {
+        (alpha.value, None)
+    };
+    let re = lx.b.convert(re, DType::F64)?;
     let one = lx.b.constant_f64(DType::F64, 1.0);
-    Ok(OutOfRange::RuntimeErrorWhen(lx.b.compare(a, one, CompareDir::Eq)?))
+    let mut is_one = lx.b.compare(re, one, CompareDir::Eq)?;
+    if let Some(im) = im {
+        let im = lx.b.convert(im, DType::F64)?;
+        let zero = lx.b.constant_f64(DType::F64, 0.0);
+        let real = lx.b.compare(im, zero, CompareDir::Eq)?;
+        is_one = lx.b.and(is_one, real)?;
+    }
+    Ok(OutOfRange::RuntimeErrorWhen(is_one))
 }
 
 /// index_add(self, dim, index, source, *, alpha=1)
