@@ -74,11 +74,19 @@ fn uniforms(lx: &mut Lower, shape: &[i64], k: i64, dtype: DType) -> Result<Value
     let state = lx.rng_state((n as u64) * (width as u64 / 32));
     let (_, bits) =
         lx.b.rng_bit_generator(RngAlgorithm::ThreeFry, state, &full, bits_ty)?;
-    let sh = lx.full(bits_ty, (width - dg) as f64, &full)?;
-    let top = lx.b.shift_right_logical(bits, sh)?;
-    let f = lx.b.convert(top, ct)?;
-    let scale = lx.full(ct, (2f64).powi(-(dg as i32)), &full)?;
-    Ok(lx.b.mul(f, scale)?)
+    unit_floats(lx.b, bits, dg, ct)
+}
+
+/// Random words (u32 or u64) to floats in [0, 1) of type `ct`, from their
+/// top `digits` bits: exactly representable, never 1.
+pub(super) fn unit_floats(b: &mut stablehlo::Builder, bits: Value, digits: u32, ct: DType) -> Result<Value> {
+    let ty = b.ty(bits).clone();
+    let width = ty.dtype.bit_width() as u32;
+    let sh = b.splat(ty.dtype, (width - digits) as f64, &ty.shape)?;
+    let top = b.shift_right_logical(bits, sh)?;
+    let f = b.convert(top, ct)?;
+    let scale = b.splat(ct, 2f64.powi(-(digits as i32)), &ty.shape)?;
+    Ok(b.mul(f, scale)?)
 }
 
 /// Raw 64-bit random words of `shape` (for integer ranges and sort keys).
@@ -181,7 +189,12 @@ fn standard_normal(lx: &mut Lower, shape: &[i64], dtype: DType) -> Result<Value>
     let u2 = lx.b.slice(u, &lo, &hi, &[])?;
     let u1 = lx.b.reshape(u1, shape)?;
     let u2 = lx.b.reshape(u2, shape)?;
-    // r = sqrt(-2 log(1 - u1)), 1 - u1 in (0, 1]; z = r cos(2 pi u2).
+    box_muller(lx, u1, u2)
+}
+
+/// A standard normal from two uniforms in [0, 1): r = sqrt(-2 log(1 - u1))
+/// (1 - u1 is in (0, 1]), z = r cos(2π u2).
+pub(super) fn box_muller(lx: &mut Lower, u1: Value, u2: Value) -> Result<Value> {
     let one = lx.full_like(u1, 1.0)?;
     let w = lx.b.sub(one, u1)?;
     let l = lx.b.log(w)?;

@@ -20,7 +20,8 @@
 use stablehlo::{Builder, CompareDir, DType, RngAlgorithm, Value};
 
 use super::elementwise::type_name;
-use super::random::need_float;
+use super::indexing::any;
+use super::random::{box_muller, need_float, unit_floats};
 use super::special::E;
 use crate::args::Args;
 use crate::bail;
@@ -79,7 +80,7 @@ impl Stream {
 
     /// The `per_round` uniform arrays of round `round` (a rank-0 i64).
     fn draw(&self, b: &mut Builder, state: V, round: V, shape: &[i64]) -> Result<Vec<V>> {
-        let (bits_ty, width, digits) = self.bits();
+        let (bits_ty, _, digits) = self.bits();
         let r = b.convert(round, DType::U64)?;
         let w = b.constant_i64(DType::U64, self.words() as i64);
         let skip = b.mul(r, w)?;
@@ -89,11 +90,7 @@ impl Stream {
         let state = b.add(state, skip)?;
         let full: Vec<i64> = std::iter::once(self.per_round).chain(shape.iter().copied()).collect();
         let (_, raw) = b.rng_bit_generator(RngAlgorithm::ThreeFry, state, &full, bits_ty)?;
-        let sh = b.splat(bits_ty, (width - digits) as f64, &full)?;
-        let top = b.shift_right_logical(raw, sh)?;
-        let f = b.convert(top, self.ct)?;
-        let scale = b.splat(self.ct, 2f64.powi(-(digits as i32)), &full)?;
-        let u = b.mul(f, scale)?;
+        let u = unit_floats(b, raw, digits, self.ct)?;
         let rank = shape.len();
         let mut out = Vec::with_capacity(self.per_round as usize);
         for k in 0..self.per_round {
@@ -104,12 +101,6 @@ impl Stream {
         }
         Ok(out)
     }
-}
-
-/// Any element of the i1 `v`.
-fn any(b: &mut Builder, v: V) -> Result<V> {
-    let dims: Vec<i64> = (0..b.ty(v).shape.len() as i64).collect();
-    Ok(b.reduce_or(v, &dims)?)
 }
 
 /// Runs `round` while some element is not `done` (i1) and fewer than
@@ -144,7 +135,7 @@ fn until_done_within(
             let k = b.constant_i64(DType::I64, max_rounds);
             let more = b.compare(c[0], k, CompareDir::Lt)?;
             let open = b.not(c[2])?;
-            let open = any(b, open)?;
+            let open = any(&mut Lower::new(b, op), open)?;
             Ok(b.and(more, open)?)
         },
         |b, c| -> Result<Vec<V>> {
@@ -164,6 +155,15 @@ fn until_done_within(
     Ok(out[3..3 + nv].to_vec())
 }
 
+/// The number of the term a loop round adds, i + 1, as floats shaped like `like`.
+fn step_number(e: &mut E, i: V, like: V) -> Result<V> {
+    let one = e.lx.b.constant_i64(DType::I64, 1);
+    let n = e.lx.b.add(i, one)?;
+    let n = e.lx.b.convert(n, CT)?;
+    let shape = e.lx.shape(like);
+    Ok(e.lx.b.broadcast_in_dim(n, &shape, &[])?)
+}
+
 /// A placeholder random state for loops that draw nothing (series, searches).
 fn no_draws(b: &mut Builder) -> Result<V> {
     Ok(b.splat(DType::U64, 0.0, &[2])?)
@@ -174,17 +174,6 @@ fn accept(e: &mut E, take: V, new: V, old: V, done: V) -> Result<(V, V)> {
     let open = e.not(done)?;
     let take = e.and(take, open)?;
     Ok((e.sel(take, new, old)?, e.or(done, take)?))
-}
-
-/// A standard normal from two uniforms (Box-Muller).
-fn normal(e: &mut E, u1: V, u2: V) -> Result<V> {
-    let w = e.rsubc(1.0, u1)?;
-    let l = e.lx.b.log(w)?;
-    let r = e.mulc(l, -2.0)?;
-    let r = e.lx.b.sqrt(r)?;
-    let th = e.mulc(u2, std::f64::consts::TAU)?;
-    let cs = e.lx.b.cosine(th)?;
-    e.mul(r, cs)
 }
 
 /// log of Gamma(α, 1) samples, α (in `ct`) of any shape. Logs keep tiny α,
@@ -213,7 +202,7 @@ fn log_gamma_samples(lx: &mut Lower, alpha: V, ct: DType) -> Result<V> {
     let round = move |e: &mut E, i: V, state: V, done: V, vars: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (d, c, value) = (k[0], k[1], vars[0]);
         let u = stream.draw(e.lx.b, state, i, &shape_in)?;
-        let x = normal(e, u[0], u[1])?;
+        let x = box_muller(e.lx, u[0], u[1])?;
         let cx = e.mul(c, x)?;
         let y = e.addc(cx, 1.0)?;
         let positive = e.cmpc(y, 0.0, CompareDir::Gt)?;
@@ -413,7 +402,7 @@ fn poisson_ptrs(lx: &mut Lower, lam: V, stream: Stream, state: V, shape: &[i64])
         let lhs = e.sub(lhs, lt)?;
         // In Stirling's form: k log(λ / (k + 1)) - log(k + 1)/2 + (k + 1 - λ)
         // - log(2π)/2 - δ(k); k < 0 is rejected above (its value unused).
-        let z = zero_like(e, kk)?;
+        let z = e.c(kk, 0.0)?;
         let kc = e.lx.b.max(kk, z)?;
         let k1 = e.addc(kc, 1.0)?;
         let ll = e.lx.b.log(lam)?;
@@ -435,10 +424,6 @@ fn poisson_ptrs(lx: &mut Lower, lam: V, stream: Stream, state: V, shape: &[i64])
         Ok((done, vec![value]))
     };
     Ok(until_done(e.lx, state, done, &[zero], &[lam, a, b, inv_alpha, vr], &round)?[0])
-}
-
-fn zero_like(e: &mut E, v: V) -> Result<V> {
-    e.c(v, 0.0)
 }
 
 /// Search by inversion of a discrete CDF, one step a round, from one
@@ -465,10 +450,7 @@ fn invert_cdf(
     let round = move |e: &mut E, i: V, _state: V, done: V, vars: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (p, f, value) = (vars[0], vars[1], vars[2]);
         let u = k[0];
-        let i1 = e.lx.b.constant_i64(DType::I64, 1);
-        let step = e.lx.b.add(i, i1)?;
-        let step = e.lx.b.convert(step, CT)?;
-        let step = e.lx.b.broadcast_in_dim(step, &e.lx.shape(u), &[])?;
+        let step = step_number(e, i, u)?;
         let r = ratio(e, step, &k[1..])?;
         let p = e.mul(p, r)?;
         let f2 = e.add(f, p)?;
@@ -500,7 +482,7 @@ fn poisson(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
         let mut e = E { lx };
         let ok = e.cmpc(lam, 0.0, CompareDir::Ge)?;
         let bad = e.not(ok)?;
-        any(e.lx.b, bad)?
+        any(e.lx, bad)?
     };
     lx.check_runtime(ok, "poisson: invalid Poisson rate, expected rate to be non-negative".into());
     // Two uniforms a PTRS round; the inversion's uniform is round MAX_ROUNDS.
@@ -566,7 +548,7 @@ fn binomial_btrs(lx: &mut Lower, n: V, p: V, start_done: V, stream: Stream, stat
         let va = e.mul(v, alpha)?;
         let lhs = e.div(va, den)?;
         let lhs = e.lx.b.log(lhs)?;
-        let z = zero_like(e, kk)?;
+        let z = e.c(kk, 0.0)?;
         let kc = e.lx.b.clamp(z, kk, n)?;
         let m1 = e.addc(m, 1.0)?;
         let nm = e.sub(n, m)?;
@@ -734,10 +716,7 @@ fn standard_gamma_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
         let (t, psi, sum) = (vars[0], vars[1], vars[2]);
         let (a, x, logx) = (k[0], k[1], k[2]);
         // z = α + n + 1 for the term n = i + 1 being added.
-        let i1 = e.lx.b.constant_i64(DType::I64, 1);
-        let n = e.lx.b.add(i, i1)?;
-        let n = e.lx.b.convert(n, CT)?;
-        let n = e.lx.b.broadcast_in_dim(n, &e.lx.shape(a), &[])?;
+        let n = step_number(e, i, a)?;
         let z_prev = e.add(a, n)?; // α + n: ψ(α + n + 1) = ψ(α + n) + 1 / (α + n)
         let inv = e.rdivc(1.0, z_prev)?;
         let psi = e.add(psi, inv)?;
@@ -764,13 +743,9 @@ fn standard_gamma_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     let out = until_done_within(e.lx, MAX_SERIES_TERMS, state, done, &[t0, psi0, s0], &[a, x, lx_], &round)?;
     let dp = out[2];
     let mut e = E { lx };
-    // pdf = exp((α - 1) log x - x - log Γ(α))
-    let am1 = e.addc(a, -1.0)?;
-    let lp = e.mul(am1, lx_)?;
-    let lp = e.sub(lp, x)?;
-    let lga = super::special::lgamma_v(&mut e, a)?;
-    let lp = e.sub(lp, lga)?;
-    let pdf = e.lx.b.exp(lp)?;
+    // pdf = x^(α-1) e^(-x) / Γ(α) = T_0 α / x.
+    let pdf = e.mul(t0, a)?;
+    let pdf = e.div(pdf, x)?;
     let g = e.div(dp, pdf)?;
     let g = e.lx.b.neg(g)?;
     Ok(vec![lx.cast(g, ta.dtype)?])
@@ -820,10 +795,7 @@ fn dirichlet_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     // (∂c_n/∂p = c_n Sp_n, ∂c_n/∂q = c_n Sq_n).
     let round = move |e: &mut E, i: V, _state: V, done: V, v: &[V], k: &[V]| -> Result<(V, Vec<V>)> {
         let (p, q, y) = (k[0], k[1], k[2]);
-        let i1 = e.lx.b.constant_i64(DType::I64, 1);
-        let n = e.lx.b.add(i, i1)?;
-        let n = e.lx.b.convert(n, CT)?;
-        let n = e.lx.b.broadcast_in_dim(n, &e.lx.shape(p), &[])?;
+        let n = step_number(e, i, p)?;
         let pq = e.add(p, q)?;
         let pqn = e.add(pq, n)?;
         let pqn1 = e.addc(pqn, -1.0)?; // p + q + n - 1
@@ -865,18 +837,19 @@ fn dirichlet_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     let psi_pq = digamma_v(&mut e, pq)?;
     let psi_p = digamma_v(&mut e, p)?;
     let psi_q = digamma_v(&mut e, q)?;
+    // log B(p, q), which is also log B(α, β): {p, q} = {α, β}.
     let lg_p = lgamma_v(&mut e, p)?;
     let lg_q = lgamma_v(&mut e, q)?;
     let lg_pq = lgamma_v(&mut e, pq)?;
+    let log_beta = e.add(lg_p, lg_q)?;
+    let log_beta = e.sub(log_beta, lg_pq)?;
     // log prefactor: p log y + q log(1-y) - log p - log B(p, q)
     let t = e.mul(p, ly)?;
     let t2 = e.mul(q, l1y)?;
     let l = e.add(t, t2)?;
     let lp = e.lx.b.log(p)?;
     let l = e.sub(l, lp)?;
-    let l = e.sub(l, lg_p)?;
-    let l = e.sub(l, lg_q)?;
-    let l = e.add(l, lg_pq)?;
+    let l = e.sub(l, log_beta)?;
     let pre = e.lx.b.exp(l)?;
     // ∂L/∂p = log y - 1/p - ψ(p) + ψ(p+q); ∂L/∂q = log(1-y) - ψ(q) + ψ(p+q)
     let ip = e.rdivc(1.0, p)?;
@@ -902,12 +875,7 @@ fn dirichlet_grad(lx: &mut Lower, args: &Args) -> Result<Vec<V>> {
     let t = e.mul(am1, lxv)?;
     let t2 = e.mul(bm1, l1x)?;
     let lpdf = e.add(t, t2)?;
-    let lg_a = lgamma_v(&mut e, a)?;
-    let lg_b = lgamma_v(&mut e, b)?;
-    let lg_ab = lgamma_v(&mut e, ab)?;
-    let lpdf = e.sub(lpdf, lg_a)?;
-    let lpdf = e.sub(lpdf, lg_b)?;
-    let lpdf = e.add(lpdf, lg_ab)?;
+    let lpdf = e.sub(lpdf, log_beta)?;
     let pdf = e.lx.b.exp(lpdf)?;
     let g = e.div(di, pdf)?;
     let g = e.div(g, x1)?;
