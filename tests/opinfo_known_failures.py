@@ -133,9 +133,6 @@ FAILURES = {('acos', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten:
                                                   'tpu device yet (the ops that do are listed in the README under "',
  ('linalg.polar', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_polar.out does not support torch.complex64 tensors on the tpu '
                                            'device yet (the ops that do are listed in the README unde',
- ('linalg.polar', '', 'float32', 'fwd'): 'not lowered: aten::linalg_polar.out',
- ('linalg.polar', '', 'float32', 'grad'): 'not lowered: aten::linalg_polar.out',
- ('linalg.polar', '', 'float64', 'fwd'): 'not lowered: aten::linalg_polar.out',
  ('linalg.qr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu device '
                                         'yet (the ops that do are listed in the README under "',
  ('linalg.slogdet', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_slogdet.sign does not support torch.complex64 tensors on the '

@@ -1,7 +1,7 @@
 """Orthogonal factorizations on tpu vs CPU: Householder QR (geqrf, linalg.qr,
 householder_product, ormqr), symmetric eigen (eigh/eigvalsh, matrix_sqrth),
 SVD and what is built on it (svdvals, pinv, matrix_rank, cond, nuclear
-norm, lstsq), and their gradients. Eigen/singular vectors are only unique up
+norm, lstsq, polar), and their gradients. Eigen/singular vectors are only unique up
 to sign, so they are compared through sign-invariant quantities."""
 from __future__ import annotations
 
@@ -142,6 +142,7 @@ def _grads(fn, *inputs):
         ("eigh_gauge_free", lambda x: (lambda w, v: (w, v * v))(*torch.linalg.eigh(x))),
         ("pinv", torch.linalg.pinv),
         ("lstsq", lambda x: torch.linalg.lstsq(x, x[..., :2] + 1.0).solution),
+        ("polar", lambda x: tuple(torch.linalg.polar(x))),
     ],
 )
 def test_gradients(name, fn):
@@ -151,6 +152,22 @@ def test_gradients(name, fn):
     cpu, tpu = _grads(fn, a)
     for g0, g1 in zip(cpu, tpu):
         torch.testing.assert_close(g1.cpu(), g0, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dt,shape", [(F32, (5, 3)), (F32, (4, 4)), (F32, (2, 6, 2)), (F32, (0, 3, 3)), (F32, (3, 0)), (F64, (2, 5, 4))])
+def test_polar(dt, shape):
+    # U and H are unique for full column rank, so they compare directly.
+    a = rand(*shape, dt=dt)
+    (u, h), (u0, h0) = run_both(lambda x: tuple(torch.linalg.polar(x)), a)
+    assert_same(u, u0, **tol(dt, 1e-5))
+    assert_same(h, h0, **tol(dt, 1e-5))
+
+
+def test_polar_rejects_wide_matrices_like_cpu():
+    a = rand(2, 3)
+    with pytest.raises(RuntimeError, match="at least as many rows as columns, but got 2 by 3"):
+        torch.linalg.polar(a.to("tpu"))
+    torch.testing.assert_close(torch.linalg.polar(a.mT.to("tpu")).U.cpu(), torch.linalg.polar(a.mT).U, rtol=1e-5, atol=1e-5)
 
 
 def test_errors_match_cpu_types():

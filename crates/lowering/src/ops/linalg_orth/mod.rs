@@ -2,7 +2,8 @@
 //! has no LAPACK custom calls we can rely on): Householder QR (geqrf,
 //! linalg_qr, linalg_householder_product, ormqr), symmetric eigen by cyclic
 //! Jacobi (_linalg_eigh, linalg_matrix_sqrth), SVD by one-sided Jacobi
-//! (_linalg_svd) and least squares on top of it (linalg_lstsq).
+//! (_linalg_svd) with least squares (linalg_lstsq) and the polar
+//! decomposition (linalg_polar) on top of it.
 //!
 //! The algorithms work on rank-3 `[B, m, n]` values (batch dims flattened)
 //! inside `stablehlo.while` loops. Loop bodies are built on region builders,
@@ -21,6 +22,7 @@ mod eigh;
 mod householder;
 mod jacobi;
 mod lstsq;
+mod polar;
 mod svd;
 
 pub const OPS: &[OpEntry] = &[
@@ -33,6 +35,7 @@ pub const OPS: &[OpEntry] = &[
     op!("linalg_matrix_sqrth", eigh::linalg_matrix_sqrth),
     op!("_linalg_svd", svd::linalg_svd),
     op!("linalg_lstsq", lstsq::linalg_lstsq),
+    op!("linalg_polar", polar::linalg_polar),
 ];
 
 /// Rejects anything but float32/float64 `[.., m, n]` inputs.
