@@ -6,11 +6,7 @@ file only shrinks (rerun opinfo_refresh.py after adding lowerings).
 CRASHES: cases that abort or hang the process; the test skips them.
 """
 
-FAILURES = {('acos', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acos.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                   'ops that do are listed in the README under "Compl',
- ('acosh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::acosh.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                    'ops that do are listed in the README under "Comp',
- ('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
+FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('addr', '', 'float16', 'fwd'): 'mismatch (sample 2): Tensor-likes are not close!',
  ('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('argsort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
@@ -24,14 +20,6 @@ FAILURES = {('acos', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten:
  ('as_strided', 'partial_views', 'float64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('as_strided', 'partial_views', 'int32', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
  ('as_strided', 'partial_views', 'int64', 'fwd'): 'mismatch (sample 1): Tensor-likes are not equal!',
- ('asin', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::asin.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                   'ops that do are listed in the README under "Compl',
- ('asinh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::asinh.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                    'ops that do are listed in the README under "Comp',
- ('atan', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::atan.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                   'ops that do are listed in the README under "Compl',
- ('atanh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::atanh.out does not support torch.complex64 tensors on the tpu device yet (the '
-                                    'ops that do are listed in the README under "Comp',
  ('chalf', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                    'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'bool', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '

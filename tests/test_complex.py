@@ -302,6 +302,44 @@ def test_more_math_functions(mode, fn):
     assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
 
 
+INVERSE = ["asin", "acos", "atan", "asinh", "acosh", "atanh"]
+
+
+def _branch_cut_grid(dtype):
+    """Points on and around every branch cut, zeros signed both ways, tiny and
+    huge parts: where a textbook formula cancels or picks the wrong side."""
+    parts = [0.0, -0.0, 1e-30, 1e-8, 0.3, -0.7, 1.0, -1.0, 1.5, -2.0, 9.0, 1e4, -1e8, 1e20, 3e38]
+    re = torch.tensor([a for a in parts for _ in parts], dtype=torch.float64)
+    im = torch.tensor([b for _ in parts for b in parts], dtype=torch.float64)
+    return torch.complex(re, im).to(dtype)
+
+
+@pytest.mark.parametrize("fn", INVERSE)
+def test_inverse_trig_and_hyperbolic_functions(mode, fn):
+    f = getattr(torch, fn)
+    z = _branch_cut_grid(torch.complex64)
+    tpu, cpu = run_both(f, z)
+    assert_same(tpu, cpu, rtol=2e-7, atol=0)  # 2 ulp, however small the value
+    t = tpu.cpu()
+    # The side of a cut: the signs of zero parts match too.
+    assert torch.equal(torch.signbit(t.real), torch.signbit(cpu.real))
+    assert torch.equal(torch.signbit(t.imag), torch.signbit(cpu.imag))
+    z = crandn(200, dtype=torch.complex128, seed=13) * 5
+    tpu, cpu = run_both(f, z)
+    assert_same(tpu, cpu, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("fn", INVERSE)
+def test_inverse_function_gradients(mode, fn):
+    def run(x):
+        x = x.clone().requires_grad_()
+        getattr(torch, fn)(x).abs().sum().backward()
+        return x.grad
+
+    tpu, cpu = run_both(run, crandn(6, seed=14) * 2)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("fn", ["tanh", "sigmoid", "norm", "var", "cumsum"])
 def test_more_gradients(mode, fn):
     # tanh/sigmoid backward multiply by the conjugate derivative.
@@ -413,8 +451,8 @@ def test_complex_numbers_stay_on_the_tensors_device(mode):
 
 def test_unsupported_complex_op_names_it_and_the_device_keeps_working(mode):
     t = crandn(3).to("tpu")
-    with pytest.raises(NotImplementedError, match=r"aten::asinh.*complex64.*view_as_real"):
-        torch.asinh(t).cpu()
+    with pytest.raises(NotImplementedError, match=r"aten::logaddexp.*complex64.*view_as_real"):
+        torch.logaddexp(t, t).cpu()
     assert torch.equal((t * 2).cpu(), t.cpu() * 2)
 
 
@@ -428,13 +466,13 @@ def test_item(mode, dtype):
 
 def test_cpu_fallback_takes_unsupported_complex_ops(mode):
     z = crandn(4)
-    before = torch_tpu_rs.metrics()["fallbacks"].get("aten::asinh.out", 0)
+    before = torch_tpu_rs.metrics()["fallbacks"].get("aten::logaddexp.out", 0)
     torch_tpu_rs._C.set_cpu_fallback(True)  # the autouse fixture turns it off again
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # warned once per op (tests/test_fallback.py)
-        out = torch.asinh(z.to("tpu"))
-    assert_same(out, torch.asinh(z))
-    assert torch_tpu_rs.metrics()["fallbacks"]["aten::asinh.out"] == before + 1
+        out = torch.logaddexp(z.to("tpu"), z.to("tpu"))
+    assert_same(out, torch.logaddexp(z, z))
+    assert torch_tpu_rs.metrics()["fallbacks"]["aten::logaddexp.out"] == before + 1
 
 
 # Rotary embeddings as Meta's Llama writes them.

@@ -54,6 +54,8 @@ pub const COMPLEX_OPS: &[&str] = &[
     "add", "sub", "mul", "div", "neg", "negative", "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt",
     "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "pow", "sinh", "cosh", "sigmoid", "square",
     "tanh_backward", "sigmoid_backward",
+    // inverse trigonometric and hyperbolic functions (ops/complex_inverse.rs)
+    "asin", "acos", "atan", "asinh", "acosh", "atanh",
     // equality (complex numbers have no order)
     "eq", "ne", "equal", "isnan",
     // complex-specific (abs and angle dispatch here from their real lowerings)

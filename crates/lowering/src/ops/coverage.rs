@@ -1,10 +1,11 @@
 //! Ops added from the OpInfo coverage run (tests/test_opinfo.py): inverse
-//! hyperbolic functions, sinc, logaddexp/logaddexp2 and log_sigmoid.
+//! hyperbolic functions (complex ones in `complex_inverse.rs`), sinc, logaddexp/logaddexp2 and log_sigmoid.
 //!
 //! Same conventions as `elementwise.rs`: ints and bool give float32, f16/bf16
 //! are computed in f32 and rounded back.
 use stablehlo::{CompareDir, Value};
 
+use super::complex_inverse::{self as ci, complex_or};
 use super::elementwise::{cmp, compute, float_of, k, not_for, wide};
 use crate::args::Args;
 use crate::ctx::Lower;
@@ -49,27 +50,37 @@ fn big_log(lx: &mut Lower, x: Value, small: Value) -> Result<Value> {
     Ok(lx.b.select(big, lb, small)?)
 }
 
+/// asinh of a real value: sign(x) * log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|,
+/// and x itself below 2^-28 (where asinh x rounds to x; keeps -0 signed).
+pub(crate) fn asinh_of(lx: &mut Lower, x: Value) -> Result<Value> {
+    let a = lx.b.abs(x)?;
+    let one = k(lx, x, 1.0)?;
+    let a2 = lx.b.mul(a, a)?;
+    let s = lx.b.add(one, a2)?;
+    let r = lx.b.sqrt(s)?;
+    let d = lx.b.add(one, r)?;
+    let q = lx.b.div(a2, d)?;
+    let t = lx.b.add(a, q)?;
+    let l = lx.b.log_plus_one(t)?;
+    let l = big_log(lx, x, l)?;
+    let zero = k(lx, x, 0.0)?;
+    let neg = cmp(lx, x, zero, CompareDir::Lt)?;
+    let nl = lx.b.neg(l)?;
+    let l = lx.b.select(neg, nl, l)?;
+    let tiny = k(lx, x, 1.0 / 268435456.0)?;
+    let is_tiny = cmp(lx, a, tiny, CompareDir::Lt)?;
+    Ok(lx.b.select(is_tiny, x, l)?)
+}
+
 pub(crate) fn asinh(lx: &mut Lower, args: &Args) -> R {
-    unary(lx, args, |lx, x| {
-        // sign(x) * log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|
-        let a = lx.b.abs(x)?;
-        let one = k(lx, x, 1.0)?;
-        let a2 = lx.b.mul(a, a)?;
-        let s = lx.b.add(one, a2)?;
-        let r = lx.b.sqrt(s)?;
-        let d = lx.b.add(one, r)?;
-        let q = lx.b.div(a2, d)?;
-        let t = lx.b.add(a, q)?;
-        let l = lx.b.log_plus_one(t)?;
-        let l = big_log(lx, x, l)?;
-        let zero = k(lx, x, 0.0)?;
-        let neg = cmp(lx, x, zero, CompareDir::Lt)?;
-        let nl = lx.b.neg(l)?;
-        Ok(lx.b.select(neg, nl, l)?)
-    })
+    complex_or(lx, args, |lx, args| unary(lx, args, asinh_of), ci::asinh)
 }
 
 pub(crate) fn acosh(lx: &mut Lower, args: &Args) -> R {
+    complex_or(lx, args, real_acosh, ci::acosh)
+}
+
+fn real_acosh(lx: &mut Lower, args: &Args) -> R {
     unary(lx, args, |lx, x| {
         // log1p(t + sqrt(t * (t + 2))), t = x - 1 (NaN for x < 1)
         let one = k(lx, x, 1.0)?;
@@ -88,6 +99,10 @@ pub(crate) fn acosh(lx: &mut Lower, args: &Args) -> R {
 }
 
 pub(crate) fn atanh(lx: &mut Lower, args: &Args) -> R {
+    complex_or(lx, args, real_atanh, ci::atanh)
+}
+
+fn real_atanh(lx: &mut Lower, args: &Args) -> R {
     unary(lx, args, |lx, x| {
         // 0.5 * log1p(2x / (1 - x))
         let one = k(lx, x, 1.0)?;

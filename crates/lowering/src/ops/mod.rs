@@ -5,6 +5,7 @@ mod activation;
 mod attention;
 mod cholesky;
 pub(crate) mod complex;
+pub(crate) mod complex_inverse;
 mod conv;
 mod core;
 mod coverage;

@@ -3,6 +3,7 @@
 use stablehlo::{CompareDir, DType, Value};
 
 use super::arith::trunc_vals;
+use crate::ops::complex_inverse as ci;
 use super::{cmp, float_of, is_nan, k, not_for, wide};
 use crate::args::{Arg, Args};
 use crate::bail;
@@ -19,6 +20,19 @@ fn unary_float(lx: &mut Lower, args: &Args, f: fn(&mut Lower, Value) -> Result<V
     let x = lx.cast(t.value, wide(out))?;
     let y = f(lx, x)?;
     Ok(vec![lx.cast(y, out)?])
+}
+
+/// asin, acos and atan: complex arguments go to `complex_inverse.rs`.
+pub(crate) fn asin(lx: &mut Lower, args: &Args) -> R {
+    ci::complex_or(lx, args, real_asin, ci::asin)
+}
+
+pub(crate) fn acos(lx: &mut Lower, args: &Args) -> R {
+    ci::complex_or(lx, args, real_acos, ci::acos)
+}
+
+pub(crate) fn atan(lx: &mut Lower, args: &Args) -> R {
+    ci::complex_or(lx, args, real_atan, ci::atan)
 }
 
 macro_rules! float_unary {
@@ -68,15 +82,15 @@ float_unary! {
     sin(lx, x) { Ok(lx.b.sine(x)?) }
     cos(lx, x) { Ok(lx.b.cosine(x)?) }
     tan(lx, x) { Ok(lx.b.tan(x)?) }
-    asin(lx, x) {
+    real_asin(lx, x) {
         let c = sqrt_one_minus_sq(lx, x)?;
         Ok(lx.b.atan2(x, c)?)
     }
-    acos(lx, x) {
+    real_acos(lx, x) {
         let s = sqrt_one_minus_sq(lx, x)?;
         Ok(lx.b.atan2(s, x)?)
     }
-    atan(lx, x) {
+    real_atan(lx, x) {
         // 2 * atan2(x, 1 + hypot(1, x)): a plain atan2(x, 1) miscomputes on
         // XLA CPU for bf16 inputs of 32+ elements (see the helper report).
         let one = k(lx, x, 1.0)?;
