@@ -125,6 +125,16 @@ def _to_tpu(x, leaves):
     return x
 
 
+# Arguments PyTorch requires on the CPU whatever the device (a CUDA run of
+# the same samples leaves them there too): (op name, position in
+# (input, *args)) -> kept as is.
+HOST_ARGS = {("tensor_split", 1)}
+
+
+def _args_to_tpu(op, cpu_args, leaves):
+    return tuple(a if (op.name, i) in HOST_ARGS else _to_tpu(a, leaves) for i, a in enumerate(cpu_args))
+
+
 def _leaves(x, out):
     if isinstance(x, torch.Tensor):
         if x.requires_grad:
@@ -260,7 +270,7 @@ def run_case(case: Case) -> str:
         if grad and exp_g is None:
             continue
         leaves = []
-        t_args = _to_tpu(cpu_args, leaves)
+        t_args = _args_to_tpu(op, cpu_args, leaves)
         t_kwargs = _to_tpu(s.kwargs, leaves)
         torch.manual_seed(0)
         act = op(*t_args, **t_kwargs)
@@ -270,7 +280,7 @@ def run_case(case: Case) -> str:
             act, exp = act_g, exp_g
         if seeded_random and op.name not in UNINITIALIZED:
             torch.manual_seed(0)
-            again = op(*_to_tpu(cpu_args, []), **_to_tpu(s.kwargs, [])) if not grad else None
+            again = op(*_args_to_tpu(op, cpu_args, []), **_to_tpu(s.kwargs, [])) if not grad else None
             _check_random(act, exp, again, n)
         elif random_op:
             assert _metadata(act) == _metadata(exp), f"sample {n}: random op metadata {_metadata(act)} != {_metadata(exp)}"

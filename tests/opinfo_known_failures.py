@@ -203,15 +203,6 @@ FAILURES = {('addr', '', 'bfloat16', 'fwd'): 'mismatch (sample 2): Tensor-likes 
                                   '(the ops that do are listed in the README under "',
  ('svd_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
                                           'device yet (the ops that do are listed in the README under "',
- ('tensor_split', '', 'bfloat16', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'bool', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'complex64', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'float16', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'float32', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'float32', 'grad'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'float64', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'int32', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
- ('tensor_split', '', 'int64', 'fwd'): "error: RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu, but it's on tpu:0",
  ('to_sparse', '', 'bfloat16', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'bool', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_to_sparse does not support torch.complex64 tensors on the tpu device yet '
