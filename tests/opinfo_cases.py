@@ -113,7 +113,7 @@ def in_dtype_subset(op) -> bool:
 
 def _to_tpu(x, leaves):
     if isinstance(x, torch.Tensor):
-        y = x.detach().to("tpu")
+        y = _same_storage_layout_on_tpu(x.detach())
         if x.requires_grad:
             y.requires_grad_(True)
             leaves.append(y)
@@ -133,6 +133,16 @@ HOST_ARGS = {("tensor_split", 1)}
 
 def _args_to_tpu(op, cpu_args, leaves):
     return tuple(a if (op.name, i) in HOST_ARGS else _to_tpu(a, leaves) for i, a in enumerate(cpu_args))
+
+
+def _same_storage_layout_on_tpu(x):
+    """A view of part of a storage moves with its whole storage, as a sample
+    made on the device would be (as_strided may read past the view)."""
+    n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
+    if x.layout != torch.strided or x.is_conj() or x.is_neg() or (x.storage_offset() == 0 and n == x.numel() and x.is_contiguous()):
+        return x.to("tpu")
+    flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
+    return flat.to("tpu").as_strided(x.shape, x.stride(), x.storage_offset())
 
 
 def _leaves(x, out):
@@ -289,9 +299,53 @@ def run_case(case: Case) -> str:
                 torch.testing.assert_close(_to_cpu(act), _to_cpu(exp), equal_nan=True, check_device=False,
                                            **_output_tolerance(op, case, exp, tol))
             except AssertionError as e:
-                raise AssertionError(f"mismatch (sample {n}): {str(e).strip().splitlines()[0]}") from None
+                if not _at_least_as_precise(op, case, cpu_args, s.kwargs, act, exp):
+                    raise AssertionError(f"mismatch (sample {n}): {str(e).strip().splitlines()[0]}") from None
         ran += 1
     return "pass" if ran else "skip"
+
+
+def _at_least_as_precise(op, case, cpu_args, kwargs, act, exp) -> bool:
+    """PyTorch's rule for results outside tolerance (test_ops.py's reference
+    tests): they still pass when they are at least as close to a float64
+    computation as the CPU's own result. The CPU computes float16/bfloat16
+    ops such as addr or conv_transpose in the low dtype, so its result is the
+    less exact one there. NaNs and infinities must sit in the same places."""
+    if case.kind != "fwd" or case.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return False
+    # An upcast copy has a storage of its own: only whole tensors keep their
+    # meaning (as_strided reads past a partial view into its storage).
+    inputs = _flat_tensors(list(cpu_args) + list(kwargs.values()))
+    if any(t.storage_offset() or t.untyped_storage().nbytes() != t.numel() * t.element_size() for t in inputs):
+        return False
+    up = lambda x: x.double() if isinstance(x, torch.Tensor) and x.dtype == case.dtype else x  # noqa: E731
+    try:
+        ref = op(*[_map_tensors(a, up) for a in cpu_args], **{k: _map_tensors(v, up) for k, v in kwargs.items()})
+    except Exception:
+        return False
+    acts, exps, refs = _flat_tensors(_to_cpu(act)), _flat_tensors(exp), _flat_tensors(ref)
+    if not (len(acts) == len(exps) == len(refs)):
+        return False
+    for a, e, r in zip(acts, exps, refs):
+        if a.shape != e.shape or a.dtype != e.dtype or r.shape != e.shape:
+            return False
+        if not e.is_floating_point():
+            if not torch.equal(a, e):
+                return False
+            continue
+        a, e, r = a.double(), e.double(), r.double()
+        finite = torch.isfinite(e)
+        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(a[~finite].nan_to_num(), e[~finite].nan_to_num()):
+            return False
+        if finite.any() and (a - r)[finite].abs().max() > (e - r)[finite].abs().max():
+            return False
+    return True
+
+
+def _map_tensors(x, f):
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_map_tensors(v, f) for v in x)
+    return f(x)
 
 
 def _same(a, b) -> bool:
