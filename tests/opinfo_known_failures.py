@@ -144,10 +144,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
                                          'device yet (the ops that do are listed in the README und',
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('native_group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('native_group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('nn.functional.group_norm', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('nn.functional.group_norm', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('norm', 'nuc', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
                                       'yet (the ops that do are listed in the README under "',
  ('ormqr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::ormqr does not support torch.complex64 tensors on the tpu device yet (the ops '

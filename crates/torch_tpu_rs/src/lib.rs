@@ -345,6 +345,13 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
         tpu_glue_register_engine_kernels(c"_batch_norm_no_update".as_ptr());
         // Its CompositeExplicitAutograd kernel calls a CPU/CUDA-only stub.
         tpu_glue_register_engine_kernels(c"conj_physical_".as_ptr());
+        // Their CompositeExplicitAutograd kernels are decompositions: group
+        // norm in the input's dtype (less exact than the CPU in bfloat16)
+        // and logsumexp in nine programs, addr/isinf/constant_pad_nd in two
+        // or three; the lowerings run each as one program.
+        for prefix in [c"native_group_norm", c"logsumexp", c"addr", c"isinf", c"constant_pad_nd"] {
+            tpu_glue_register_engine_kernels(prefix.as_ptr());
+        }
     }
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(set_memory_limit, m)?)?;

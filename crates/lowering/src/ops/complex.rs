@@ -35,7 +35,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     "detach_copy", "cat", "stack", "_unsafe_view", "view_copy", "_reshape_copy",
     // moving elements (fftshift is a roll; slicing's backward pads)
     "roll", "flip", "index_select", "constant_pad_nd", "slice_backward", "select_backward", "repeat",
-    "where", "sum", "mean", "prod", "cumsum", "cumprod", "var", "std", "var_mean", "std_mean",
+    "where", "sum", "mean", "prod", "cumsum", "cumprod", "var", "std", "var_mean", "std_mean", "logsumexp",
     "linalg_vector_norm", "norm",
     // indexing and masking
     "gather", "scatter", "index_put", "_index_put_impl", "masked_fill", "triu", "tril", "index", "_unsafe_index",
@@ -57,7 +57,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     // inverse trigonometric and hyperbolic functions (ops/complex_inverse.rs)
     "asin", "acos", "atan", "asinh", "acosh", "atanh",
     // equality (complex numbers have no order)
-    "eq", "ne", "equal", "isnan",
+    "eq", "ne", "equal", "isnan", "isinf",
     // complex-specific (abs and angle dispatch here from their real lowerings)
     "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn",
     // matrix products (ops/linalg.rs; conjugate-bit inputs are read conjugated)

@@ -401,16 +401,33 @@ fn addr(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let dtype =
         crate::promote::promote_types(this.dtype, crate::promote::promote_types(a.dtype, b.dtype));
     if dtype == DType::Bool {
-        // Bool addr: (beta and self) or (alpha and outer).
-        bail!(
-            NotImplemented,
-            "{}: addr is not lowered for bool tensors on tpu",
-            lx.op
-        );
+        return Ok(vec![bool_addr(lx, args, p)?]);
     }
     let p = lx.cast(p, acc_type(dtype))?;
     let r = add_scaled(lx, args, p, 3, 4)?;
     finish(lx, r, dtype)
+}
+
+/// Bool addr, as the CPU computes it: (beta and self) or (alpha and outer),
+/// a zero beta ignoring self.
+fn bool_addr(lx: &mut Lower, args: &Args, product: Value) -> Result<Value> {
+    let this = args.tensor(0)?;
+    let shape = lx.shape(product);
+    let truth = |lx: &mut Lower, v: Value| -> Result<Value> { lx.cast(v, DType::Bool) };
+    let mut out = truth(lx, product)?;
+    if let Some(al) = args.opt_scalar(4) {
+        let al = truth(lx, al.value)?;
+        let al = lx.b.broadcast_in_dim(al, &shape, &[])?;
+        out = lx.b.and(out, al)?;
+    }
+    let s = truth(lx, this.value)?;
+    let mut s = lx.expand(s, &shape)?;
+    if let Some(be) = args.opt_scalar(3) {
+        let be = truth(lx, be.value)?;
+        let be = lx.b.broadcast_in_dim(be, &shape, &[])?;
+        s = lx.b.and(s, be)?;
+    }
+    Ok(lx.b.or(s, out)?)
 }
 
 /// trace(self): the sum of the main diagonal of a matrix (integers give int64).

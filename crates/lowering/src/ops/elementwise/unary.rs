@@ -273,6 +273,16 @@ pub(crate) fn isnan(lx: &mut Lower, args: &Args) -> R {
 }
 
 pub(crate) fn isinf(lx: &mut Lower, args: &Args) -> R {
+    let t = args.tensor(0)?;
+    if t.dtype.is_complex() {
+        // Either part infinite (|z| would overflow for large finite parts).
+        let z = t.value;
+        let (re, im) = (lx.b.real(z)?, lx.b.imag(z)?);
+        let (re, im) = (lx.b.abs(re)?, lx.b.abs(im)?);
+        let inf = k(lx, re, f64::INFINITY)?;
+        let (a, b) = (cmp(lx, re, inf, CompareDir::Eq)?, cmp(lx, im, inf, CompareDir::Eq)?);
+        return Ok(vec![lx.b.or(a, b)?]);
+    }
     bool_test(lx, args, false, |lx, x| {
         let a = lx.b.abs(x)?;
         let inf = k(lx, x, f64::INFINITY)?;

@@ -25,8 +25,34 @@ pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<
     Ok(lx.b.add(l, m)?)
 }
 
+/// The complex form, as the CPU computes it: the shift is the largest real
+/// part, and the log and exp are complex.
+fn complex_logsumexp(lx: &mut Lower, z: Value, dims: &[i64]) -> Result<Value> {
+    let shape = lx.shape(z);
+    let re = lx.b.real(z)?;
+    let m = lx.b.reduce_max(re, dims)?;
+    let am = lx.b.abs(m)?;
+    let inf = lx.full_like(m, f64::INFINITY)?;
+    let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
+    let zero = lx.full_like(m, 0.0)?;
+    let m = lx.b.select(is_inf, zero, m)?;
+    let mz = lx.full_like(m, 0.0)?;
+    let m = lx.b.complex(m, mz)?;
+    let mb = unreduce(lx, m, &shape, dims)?;
+    let d = lx.b.sub(z, mb)?;
+    let e = lx.b.exp(d)?;
+    let s = lx.b.reduce_sum(e, dims)?;
+    let l = lx.b.log(s)?;
+    Ok(lx.b.add(l, m)?)
+}
+
 pub(super) fn logsumexp(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
+    if t.dtype.is_complex() {
+        let dims = reduce_dims(lx, args.opt_ints(1)?, t.shape.len(), true)?;
+        let r = complex_logsumexp(lx, t.value, &dims)?;
+        return Ok(vec![keep(lx, r, &t.shape, &dims, args.bool_or(2, false)?)?]);
+    }
     let out = if t.dtype.is_float() { t.dtype } else { DType::F32 };
     let dims = reduce_dims(lx, args.opt_ints(1)?, t.shape.len(), true)?;
     let keepdim = args.bool_or(2, false)?;
