@@ -157,8 +157,9 @@ int32_t tpu_engine_note_fallback(const char* op_name);
 // ---- implemented by the C++ glue, called by the engine --------------------
 // Reserves `increment` random values from a generator (NULL: the default one
 // of `device_index`) and returns its seed and the offset to start from.
-void tpu_glue_generator_next(void* generator, int32_t device_index, uint64_t increment,
-                             uint64_t* seed, uint64_t* offset);
+// Returns nonzero with a message in `error` for a generator of another device.
+int32_t tpu_glue_generator_next(void* generator, int32_t device_index, uint64_t increment,
+                                uint64_t* seed, uint64_t* offset, char* error, size_t error_len);
 
 // The default generator of a device, for torch.tpu.manual_seed and the
 // get/set_rng_state pair (state = seed, offset).

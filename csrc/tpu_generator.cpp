@@ -5,6 +5,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
@@ -79,25 +80,32 @@ at::Generator new_generator(c10::DeviceIndex device) {
 
 }  // namespace torch_tpu
 
-extern "C" void tpu_glue_generator_next(void* generator, int32_t device_index, uint64_t increment,
-                                        uint64_t* seed, uint64_t* offset) {
-  at::Generator gen;
-  auto* impl = static_cast<c10::GeneratorImpl*>(generator);
-  if (impl == nullptr) {
-    gen = torch_tpu::default_generator(static_cast<c10::DeviceIndex>(device_index));
-    impl = gen.unsafeGetGeneratorImpl();
+// Called from Rust, so nothing may throw across it: failures come back as
+// a nonzero return with the message in `error`.
+extern "C" int32_t tpu_glue_generator_next(void* generator, int32_t device_index, uint64_t increment,
+                                           uint64_t* seed, uint64_t* offset, char* error, size_t error_len) {
+  try {
+    at::Generator gen;
+    auto* impl = static_cast<c10::GeneratorImpl*>(generator);
+    if (impl == nullptr) {
+      gen = torch_tpu::default_generator(static_cast<c10::DeviceIndex>(device_index));
+      impl = gen.unsafeGetGeneratorImpl();
+    }
+    auto* tpu = dynamic_cast<torch_tpu::TpuGeneratorImpl*>(impl);
+    if (tpu == nullptr) {
+      // As CPU and CUDA ops refuse another device's generator.
+      std::snprintf(error, error_len, "Expected a 'tpu' device type for generator but found '%s'",
+                    c10::DeviceTypeName(impl->device().type(), /*lower_case=*/true).c_str());
+      return 1;
+    }
+    std::lock_guard<std::mutex> lock(impl->mutex_);
+    *seed = tpu->current_seed();
+    *offset = tpu->take(increment);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_len, "%s", e.what());
+    return 1;
   }
-  std::lock_guard<std::mutex> lock(impl->mutex_);
-  auto* tpu = dynamic_cast<torch_tpu::TpuGeneratorImpl*>(impl);
-  if (tpu == nullptr) {
-    // A generator of another device (e.g. CPU): use its seed, advance its offset.
-    *seed = impl->current_seed();
-    *offset = impl->get_offset();
-    impl->set_offset(*offset + increment);
-    return;
-  }
-  *seed = tpu->current_seed();
-  *offset = tpu->take(increment);
 }
 
 // Default-generator controls for torch.tpu.manual_seed and friends.

@@ -250,11 +250,31 @@ def test_generator_object():
 
 def test_fork_rng_state_roundtrip():
     torch.manual_seed(5)
-    state = torch.tpu.get_rng_state() if hasattr(torch, "tpu") and hasattr(torch.tpu, "get_rng_state") else None
+    state = torch.tpu.get_rng_state()
     x = torch.randn(16, device=TPU).cpu()
-    if state is not None:
-        torch.tpu.set_rng_state(state)
-        assert torch.equal(torch.randn(16, device=TPU).cpu(), x)
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.randn(16, device=TPU).cpu(), x)
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda g: torch.randn(3, device=TPU, generator=g),
+        lambda g: torch.randint(0, 5, (3,), device=TPU, generator=g),
+        lambda g: torch.randperm(5, device=TPU, generator=g),
+        lambda g: torch.zeros(4, device=TPU).normal_(generator=g),
+        lambda g: torch.rand(4, device=TPU).bernoulli_(generator=g),
+        lambda g: torch.multinomial(torch.ones(4, device=TPU), 2, generator=g),
+    ],
+)
+def test_a_cpu_generator_is_refused_like_on_cuda_and_the_device_keeps_working(mode, draw):
+    # Was a process abort: the C++ error crossed into Rust.
+    with pytest.raises(RuntimeError, match="Expected a 'tpu' device type for generator but found 'cpu'"):
+        draw(torch.Generator()).cpu()
+    g = torch.Generator(device=TPU).manual_seed(3)
+    a = draw(g).cpu()
+    g.manual_seed(3)
+    assert torch.equal(draw(g).cpu(), a)
 
 
 def test_random_inplace_on_view_updates_base():

@@ -2,6 +2,7 @@
 save/load, random numbers."""
 import io
 
+import pytest
 import torch
 
 from conftest import assert_same, run_both
@@ -177,3 +178,28 @@ def test_shallow_copy_compatibility_is_only_for_dense_tensors():
     p = torch.nn.Parameter(torch.ones(2))
     p.data = torch.full((2,), 3.0, device="tpu")  # as `p.data = t.cuda()` works
     assert p.device.type == "tpu" and p.cpu().tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpoint_replays_the_random_state_so_dropout_masks_match(mode, reentrant):
+    # torch.utils.checkpoint stashes the device's random state only when
+    # torch.tpu._initialized says the device is up; without it the
+    # recomputed dropout mask differed and the gradients were wrong.
+    from torch.utils.checkpoint import checkpoint
+
+    assert torch.tpu._initialized
+    lin = torch.nn.Linear(32, 32).to("tpu")
+
+    def block(t):
+        return torch.nn.functional.dropout(lin(t), 0.5).relu()
+
+    grads = []
+    for use_checkpoint in (False, True):
+        lin.zero_grad()
+        torch.manual_seed(11)
+        x = torch.ones(8, 32, device="tpu", requires_grad=True)
+        y = checkpoint(block, x, use_reentrant=reentrant) if use_checkpoint else block(x)
+        y.sum().backward()
+        grads.append((y.cpu(), x.grad.cpu(), lin.weight.grad.cpu()))
+    for plain, checkpointed in zip(*grads):
+        assert torch.equal(plain, checkpointed)

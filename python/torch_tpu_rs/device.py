@@ -337,4 +337,9 @@ def __getattr__(name: str):
     # on first use (asking for the device count starts the runtime).
     if name == "default_generators":
         return tuple(torch._C._accelerator_getDefaultGenerator(i) for i in range(device_count()))
+    # torch.cuda._initialized, which torch.utils.checkpoint reads to decide
+    # whether to stash and replay the device's random state (dropout masks
+    # must match between the forward and its recomputation).
+    if name == "_initialized":
+        return is_initialized()
     raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")

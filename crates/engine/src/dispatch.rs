@@ -43,22 +43,22 @@ pub enum RetValue {
 
 /// Draws (seed, offset) for `count` random values from a generator
 /// (NULL: the device's default one). Installed by the extension module.
-pub type GeneratorHook = fn(*mut c_void, i32, u64) -> (u64, u64);
+pub type GeneratorHook = fn(*mut c_void, i32, u64) -> std::result::Result<(u64, u64), String>;
 static GENERATOR_HOOK: OnceLock<GeneratorHook> = OnceLock::new();
 
 pub fn set_generator_hook(hook: GeneratorHook) {
     let _ = GENERATOR_HOOK.set(hook);
 }
 
-fn draw_random(generator: *mut c_void, device: i32, count: u64) -> (u64, u64) {
+fn draw_random(generator: *mut c_void, device: i32, count: u64) -> Result<(u64, u64)> {
     match GENERATOR_HOOK.get() {
-        Some(h) => h(generator, device, count),
+        Some(h) => h(generator, device, count).map_err(EngineError::runtime),
         None => {
             static COUNTER: Mutex<u64> = Mutex::new(0);
             let mut c = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
             let start = *c;
             *c += count;
-            (0, start)
+            Ok((0, start))
         }
     }
 }
@@ -452,7 +452,7 @@ pub fn resolve_input(engine: &Engine, call: &Call, slots: &Slots, input: &Input,
 
 /// A fresh (seed, offset) pair for `count` random numbers, as a u64[2] buffer.
 pub fn rng_buffer(engine: &Engine, generator: *mut c_void, device: i32, count: u64) -> Result<Arc<pjrt::Buffer>> {
-    let (seed, offset) = draw_random(generator, device, count);
+    let (seed, offset) = draw_random(generator, device, count)?;
     let mut bytes = Vec::with_capacity(16);
     bytes.extend_from_slice(&seed.to_le_bytes());
     bytes.extend_from_slice(&offset.to_le_bytes());

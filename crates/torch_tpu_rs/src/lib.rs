@@ -12,7 +12,15 @@ use engine::metrics::Metrics;
 use engine::mode;
 
 extern "C" {
-    fn tpu_glue_generator_next(generator: *mut c_void, device: i32, increment: u64, seed: *mut u64, offset: *mut u64);
+    fn tpu_glue_generator_next(
+        generator: *mut c_void,
+        device: i32,
+        increment: u64,
+        seed: *mut u64,
+        offset: *mut u64,
+        error: *mut std::ffi::c_char,
+        error_len: usize,
+    ) -> i32;
     fn tpu_glue_manual_seed(device: i32, seed: u64);
     fn tpu_glue_register_engine_kernels(prefix: *const std::ffi::c_char) -> i64;
     fn tpu_glue_initial_seed(device: i32) -> u64;
@@ -58,10 +66,17 @@ fn set_rng_state(device: i32, seed: u64, offset: u64) -> PyResult<()> {
     Ok(())
 }
 
-fn generator_next(generator: *mut c_void, device: i32, count: u64) -> (u64, u64) {
+fn generator_next(generator: *mut c_void, device: i32, count: u64) -> Result<(u64, u64), String> {
     let (mut seed, mut offset) = (0u64, 0u64);
-    unsafe { tpu_glue_generator_next(generator, device, count, &mut seed, &mut offset) };
-    (seed, offset)
+    let mut error = [0 as std::ffi::c_char; 512];
+    let status = unsafe {
+        tpu_glue_generator_next(generator, device, count, &mut seed, &mut offset, error.as_mut_ptr(), error.len())
+    };
+    if status != 0 {
+        let message = unsafe { std::ffi::CStr::from_ptr(error.as_ptr()) };
+        return Err(message.to_string_lossy().into_owned());
+    }
+    Ok((seed, offset))
 }
 
 fn engine() -> PyResult<&'static engine::Engine> {
