@@ -279,9 +279,11 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       case TPU_RET_RESIZE_COPY: {
         at::Tensor out = inputs[ret.arg].toTensor();
         at::Tensor value = wrap_new_tensor(res.new_tensors[ret.first]);
-        if (out.numel() == 0 && out.dtype() == value.dtype()) {
+        if (out.numel() == 0 && out.dtype() == value.dtype() && out.storage().nbytes() == 0) {
           // The usual case: structured ops hand us an empty out= tensor.
           // It holds no data, so it can simply adopt the result's storage.
+          // (An empty view into a real storage, such as `r[3:3]`, must
+          // instead grow in place, at its offset, as on the CPU.)
           out.set_(value);
         } else {
           out.resize_(value.sizes());

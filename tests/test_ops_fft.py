@@ -78,3 +78,12 @@ def test_half_precision_is_refused_as_on_cpu():
     for device in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match=r"Unsupported dtype BFloat16"):
             torch.fft.rfft(torch.randn(8, device=device, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("n,d", [(5, 1.0), (4, 0.5), (6, 1.0), (1, 1.0)])
+def test_fftfreq_and_fftshift(mode, n, d):
+    # fftfreq writes its negative half through arange(out=) into an empty
+    # view at an offset, which once got a buffer of its own.
+    for fn in (torch.fft.fftfreq, torch.fft.rfftfreq):
+        assert_same(fn(n, d, device="tpu"), fn(n, d))
+    assert_same(torch.fft.fftshift(torch.fft.fftfreq(n, d, device="tpu")), torch.fft.fftshift(torch.fft.fftfreq(n, d)))

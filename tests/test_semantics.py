@@ -203,3 +203,22 @@ def test_checkpoint_replays_the_random_state_so_dropout_masks_match(mode, reentr
         grads.append((y.cpu(), x.grad.cpu(), lin.weight.grad.cpu()))
     for plain, checkpointed in zip(*grads):
         assert torch.equal(plain, checkpointed)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda r: torch.add(torch.ones(2, device=r.device), 1, out=r[3:3]),
+        lambda r: torch.arange(3, out=r[2:2]),
+        lambda r: torch.linspace(0, 1, 2, out=r[0:0]),
+        lambda r: torch.mul(torch.full((2,), 3.0, device=r.device), 2, out=r[1:1]),
+    ],
+)
+def test_out_into_an_empty_view_grows_in_place_at_its_offset(mode, write):
+    # As on the CPU, resizing an empty out= view keeps its storage and
+    # offset, so the result lands in the base tensor.
+    def run(r):
+        write(r)
+        return r
+
+    assert_same(*run_both(run, torch.arange(6.0)))
