@@ -37,10 +37,13 @@ def test_arange_integral_floats_into_int_dtype():
     same_factory(lambda d: torch.arange(-3.0, 9.0, 2.0, dtype=torch.int64, device=d))
 
 
-@pytest.mark.xfail(reason="engine: out= tensors reach lowerings as Arg::None, so linspace.out cannot see that the "
-                   "caller wants an integer dtype, and the engine refuses to cast its float result", strict=True)
-def test_linspace_int_dtype():
-    same_factory(lambda d: torch.linspace(0, 10, 5, dtype=torch.int64, device=d))
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+@pytest.mark.parametrize("args", [(0, 10, 5), (0.5, 9.7, 7), (-3, 4, 6), (10, 0, 4), (2, 2, 1)])
+def test_linspace_logspace_int_dtype(dtype, args):
+    # The out tensor names the dtype; bounds convert to it first, as on the
+    # CPU (-3 as uint8 is 253), and each value truncates.
+    same_factory(lambda d: torch.linspace(*args, dtype=dtype, device=d))
+    same_factory(lambda d: torch.logspace(args[0], args[1], 4, base=2, dtype=dtype, device=d))
 
 
 def test_arange_out_and_errors():

@@ -222,3 +222,21 @@ def test_out_into_an_empty_view_grows_in_place_at_its_offset(mode, write):
         return r
 
     assert_same(*run_both(run, torch.arange(6.0)))
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dst", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool])
+def test_float_to_int_conversion_wraps_like_the_cpu(mode, src, dst):
+    # Out-of-range conversions are undefined in C++, but `(x * 255).to(torch.uint8)`
+    # without a clamp is common: the CPU keeps the low bits of an int32
+    # (int64 for int64) and gives the minimum for NaN and overflow.
+    nan, inf = float("nan"), float("inf")
+    v = torch.tensor([300.7, -1.5, 1e10, 255.5, -200.0, -0.9, 2.5e9, -3e9, nan, inf, -inf, 65535.9, 40000, 3e19, 9.3e18])
+    v = v.to(src)
+    assert_same(*run_both(lambda t: t.to(dst), v))
+
+    def copy_into(t):
+        out = torch.empty(t.shape, dtype=dst, device=t.device)
+        return out.copy_(t)
+
+    assert_same(*run_both(copy_into, v))

@@ -468,6 +468,10 @@ pub fn record(
     let mut lx = Lower::new(b, call.op);
     lx.dynamic_size = dynamic_size;
     lx.complex_scalars = complex_scalars;
+    lx.out_dtype = call.args.iter().find_map(|a| match &a.value {
+        CallValue::Tensor(t) if a.write == 2 => Some(t.dtype),
+        _ => None,
+    });
     let values = (entry.lower)(&mut lx, &largs)?;
     let checks = std::mem::take(&mut lx.checks);
     let list_len = lx.list_len;

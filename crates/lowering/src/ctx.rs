@@ -22,11 +22,14 @@ pub struct Lower<'a> {
     /// to turn them into real numbers, as PyTorch does, rather than drop
     /// the imaginary part.
     pub complex_scalars: Vec<Value>,
+    /// The dtype of the op's out= tensor, which lowerings otherwise never
+    /// see: factories (linspace.out into an int64 tensor) compute in it.
+    pub out_dtype: Option<DType>,
 }
 
 impl<'a> Lower<'a> {
     pub fn new(b: &'a mut Builder, op: &'a str) -> Self {
-        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None, complex_scalars: Vec::new() }
+        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None, complex_scalars: Vec::new(), out_dtype: None }
     }
 
     /// Runs another op's lowering (from the table) on `items`, under that
@@ -111,7 +114,36 @@ impl<'a> Lower<'a> {
             let zero = self.b.broadcast_in_dim(zero, &shape, &[])?;
             return Ok(self.b.compare(v, zero, stablehlo::CompareDir::Ne)?);
         }
+        if self.dtype(v).is_float() && matches!(dtype, DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::I64) {
+            return self.float_to_int(v, dtype);
+        }
         Ok(self.b.convert(v, dtype)?)
+    }
+
+    /// Float to integer as the CPU converts (x86's truncating conversion):
+    /// NaN and values outside int32 (int64 for int64) give its minimum, and
+    /// narrower types keep the low bits of the int32, so 300.7 as uint8 is
+    /// 44 rather than XLA's saturated 255.
+    fn float_to_int(&mut self, v: Value, dtype: DType) -> Result<Value> {
+        let v = if matches!(self.dtype(v), DType::F16 | DType::BF16) { self.b.convert(v, DType::F32)? } else { v };
+        let (wide, bits) = if dtype == DType::I64 { (DType::I64, 63) } else { (DType::I32, 31) };
+        let shape = self.shape(v);
+        let fdt = self.dtype(v);
+        let limit = (2f64).powi(bits);
+        let hi = self.b.constant_f64(fdt, limit);
+        let hi = self.b.broadcast_in_dim(hi, &shape, &[])?;
+        let lo = self.b.constant_f64(fdt, -limit);
+        let lo = self.b.broadcast_in_dim(lo, &shape, &[])?;
+        let too_big = self.b.compare(v, hi, stablehlo::CompareDir::Ge)?;
+        let too_small = self.b.compare(v, lo, stablehlo::CompareDir::Lt)?;
+        let nan = self.b.compare(v, v, stablehlo::CompareDir::Ne)?;
+        let bad = self.b.or(too_big, too_small)?;
+        let bad = self.b.or(bad, nan)?;
+        let c = self.b.convert(v, wide)?;
+        let min = self.b.constant_i64(wide, if dtype == DType::I64 { i64::MIN } else { i32::MIN as i64 });
+        let min = self.b.broadcast_in_dim(min, &shape, &[])?;
+        let r = self.b.select(bad, min, c)?;
+        Ok(if dtype == wide { r } else { self.b.convert(r, dtype)? })
     }
 
     /// Casts to or from a complex type through the parts, as torch does:

@@ -153,11 +153,22 @@ fn linspace_values(lx: &mut Lower, start: Value, end: Value, steps: i64) -> Resu
     Ok(lx.b.select(first, lo, hi)?)
 }
 
+/// A bound as the CPU reads it for `dtype`: integer dtypes convert it
+/// first (the steps between are still fractional).
+fn bound_in(lx: &mut Lower, v: Value, dtype: DType) -> Result<Value> {
+    if dtype.is_float() || dtype.is_complex() {
+        return Ok(v);
+    }
+    let i = lx.cast(v, dtype)?;
+    lx.cast(i, DType::F64)
+}
+
 /// Result dtype of linspace/logspace: the functional `dtype` argument if
-/// given, else f32 (out=: f64, converted by the engine).
+/// given, else f32; out=: the out tensor's (values computed in f64 and
+/// truncated, as the CPU does for integer dtypes).
 fn space_dtype(lx: &Lower, args: &Args, dtype_pos: usize) -> Result<DType> {
     if is_out_variant(lx) {
-        return Ok(DType::F64);
+        return Ok(lx.out_dtype.unwrap_or(DType::F64));
     }
     Ok(args
         .opt_dtype(dtype_pos)
@@ -174,8 +185,9 @@ fn linspace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     if steps < 0 {
         bail!(Runtime, "{}: number of steps must be non-negative", lx.op);
     }
-    let v = linspace_values(lx, start, end, steps)?;
     let dtype = space_dtype(lx, args, 3)?;
+    let (start, end) = (bound_in(lx, start, dtype)?, bound_in(lx, end, dtype)?);
+    let v = linspace_values(lx, start, end, steps)?;
     Ok(vec![lx.cast(v, dtype)?])
 }
 
@@ -188,10 +200,11 @@ fn logspace(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         bail!(Runtime, "{}: number of steps must be non-negative", lx.op);
     }
     let base = args.float_or(3, 10.0)?;
+    let dtype = space_dtype(lx, args, 4)?;
+    let (start, end) = (bound_in(lx, start, dtype)?, bound_in(lx, end, dtype)?);
     let v = linspace_values(lx, start, end, steps)?;
     let b = lx.full(DType::F64, base, &[steps])?;
     let p = lx.b.pow(b, v)?;
-    let dtype = space_dtype(lx, args, 4)?;
     Ok(vec![lx.cast(p, dtype)?])
 }
 
