@@ -285,3 +285,24 @@ def test_random_inplace_on_view_updates_base():
     base[:, ::2].uniform_(1, 2)
     c = base.cpu()
     assert (c[:, 1::2] == 0).all() and (c[:, ::2] >= 1).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 33])
+def test_kaiser_window(dtype, n):
+    # PyTorch's own kernel for it calls a CPU/CUDA-only stub (an internal assert on tpu).
+    tol = dict(rtol=1e-2, atol=1e-2) if dtype == torch.bfloat16 else dict(rtol=1e-6, atol=1e-6)
+    for periodic in (True, False):
+        for beta in (12.0, 0.0, 5.5):
+            same_factory(lambda d: torch.kaiser_window(n, periodic, beta, dtype=dtype, device=d), **tol)
+    same_factory(lambda d: torch.kaiser_window(n, dtype=dtype, device=d), **tol)
+
+
+def test_kaiser_window_errors_and_out():
+    with pytest.raises(RuntimeError, match="non-negative window_length"):
+        torch.kaiser_window(-1, device=TPU)
+    with pytest.raises(RuntimeError, match="floating point dtypes"):
+        torch.kaiser_window(4, dtype=torch.int64, device=TPU)
+    out = torch.empty(0, dtype=torch.float64, device=TPU)
+    torch.ops.aten.kaiser_window.beta_out(6, False, 3.0, out=out)
+    assert_same(out, torch.kaiser_window(6, False, 3.0, dtype=torch.float64))

@@ -364,7 +364,8 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // norm in the input's dtype (less exact than the CPU in bfloat16)
         // and logsumexp in nine programs, addr/isinf/constant_pad_nd in two
         // or three; the lowerings run each as one program.
-        for prefix in [c"native_group_norm", c"logsumexp", c"addr", c"isinf", c"constant_pad_nd"] {
+        // kaiser_window's calls a CPU/CUDA-only stub (an internal assert).
+        for prefix in [c"native_group_norm", c"logsumexp", c"addr", c"isinf", c"constant_pad_nd", c"kaiser_window"] {
             tpu_glue_register_engine_kernels(prefix.as_ptr());
         }
     }

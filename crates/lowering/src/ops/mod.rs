@@ -36,6 +36,7 @@ mod shape;
 mod special;
 mod special_fns;
 mod unfold_backward;
+mod windows;
 
 pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     core::OPS,
@@ -72,4 +73,5 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     complex::OPS,
     fft::OPS,
     losses::OPS,
+    windows::OPS,
 ];
