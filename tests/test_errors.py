@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import torch_tpu_rs
+from conftest import assert_same, run_both
 
 
 def device_still_works():
@@ -113,7 +114,21 @@ BAD_VALUES = {
         ),
         "offsets\\[-1\\] can not be greater than input's length 4",
     ),
+    # Integer division by zero (XLA would return garbage, as CUDA does).
+    "floor_divide by zero": (lambda d: torch.tensor([5, -5], device=d) // torch.tensor([0, 2], device=d), "ZeroDivisionError"),
+    "remainder by zero": (lambda d: torch.tensor([5, -5], device=d) % 0, "ZeroDivisionError"),
+    "fmod by zero": (lambda d: torch.fmod(torch.tensor([5], device=d), torch.tensor([0], device=d)), "ZeroDivisionError"),
+    "trunc division by zero": (
+        lambda d: torch.div(torch.tensor([7, 1], device=d), torch.tensor([1, 0], device=d), rounding_mode="trunc"),
+        "ZeroDivisionError",
+    ),
 }
+
+
+def test_float_and_true_division_by_zero_still_give_inf():
+    a, b = torch.tensor([5.0, -5.0, 0.0]), torch.tensor([0.0, 0.0, 0.0])
+    assert_same(*run_both(lambda x, y: x // y, a, b))
+    assert_same(*run_both(lambda x, y: x / y, a.long(), b.long()))
 
 
 @pytest.mark.parametrize("mode", ["debug", "strict", "fused"])

@@ -53,7 +53,7 @@ pub(super) fn as_index(lx: &mut Lower, t: &TensorArg) -> Result<Value> {
 }
 
 /// A rank-0 i1 that is true when any element of `v` (i1) is.
-pub(super) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
+pub(crate) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
     let r = lx.shape(v).len() as i64;
     if r == 0 {
         return Ok(v);

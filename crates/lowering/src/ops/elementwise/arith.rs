@@ -71,6 +71,9 @@ pub(crate) fn div_ops(lx: &mut Lower, a: &Operand, b: &Operand, mode: Option<&st
     compute(lx, &[a, b], out, |lx, v| {
         let (x, y) = (v[0], v[1]);
         let float = lx.dtype(x).is_float();
+        if mode.is_some() {
+            check_zero_divisor(lx, y)?;
+        }
         let q = lx.b.div(x, y)?;
         Ok(match (mode, float) {
             (None, _) | (Some("trunc"), false) => q,
@@ -91,6 +94,19 @@ pub(crate) fn div_ops(lx: &mut Lower, a: &Operand, b: &Operand, mode: Option<&st
             }
         })
     })
+}
+
+/// Integer division by zero raises RuntimeError("ZeroDivisionError") at the
+/// next host sync, as the CPU raises it at once (XLA would return garbage).
+fn check_zero_divisor(lx: &mut Lower, y: Value) -> Result<()> {
+    if lx.dtype(y).is_float() || lx.dtype(y).is_complex() {
+        return Ok(());
+    }
+    let zero = k(lx, y, 0.0)?;
+    let is_zero = cmp(lx, y, zero, CompareDir::Eq)?;
+    let bad = crate::ops::indexing::any(lx, is_zero)?;
+    lx.check_runtime(bad, "ZeroDivisionError".to_string());
+    Ok(())
 }
 
 /// Rounds toward zero.
@@ -138,6 +154,7 @@ pub(crate) fn remainder_ops(lx: &mut Lower, a: &Operand, b: &Operand) -> Result<
         return Err(not_for("remainder_cpu", out));
     }
     compute(lx, &[a, b], out, |lx, v| {
+        check_zero_divisor(lx, v[1])?;
         let r = lx.b.rem(v[0], v[1])?;
         let zero = k(lx, r, 0.0)?;
         let nz = cmp(lx, r, zero, CompareDir::Ne)?;
@@ -311,7 +328,10 @@ pub(crate) fn fmod(lx: &mut Lower, args: &Args) -> R {
     if out == DType::Bool {
         return Err(not_for("fmod_cpu", out));
     }
-    Ok(vec![compute(lx, &[&a, &b], out, |lx, v| Ok(lx.b.rem(v[0], v[1])?))?])
+    Ok(vec![compute(lx, &[&a, &b], out, |lx, v| {
+        check_zero_divisor(lx, v[1])?;
+        Ok(lx.b.rem(v[0], v[1])?)
+    })?])
 }
 
 pub(crate) fn pow(lx: &mut Lower, args: &Args) -> R {

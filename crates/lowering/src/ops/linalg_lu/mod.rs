@@ -142,15 +142,7 @@ pub(super) fn diagonal(lx: &mut Lower, v: Value) -> Result<Value> {
     Ok(lx.b.reduce_sum(d, &[2])?)
 }
 
-/// Any element of the i1 `v` set (rank-0 i1).
-pub(super) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
-    let r = lx.shape(v).len() as i64;
-    if r == 0 {
-        return Ok(v);
-    }
-    let dims: Vec<i64> = (0..r).collect();
-    Ok(lx.b.reduce_or(v, &dims)?)
-}
+pub(super) use crate::ops::indexing::any;
 
 /// Batch shape of `a` ([.., m, n]) and `b` broadcast, for the solvers.
 pub(super) fn broadcast_batch(lx: &Lower, a: &[i64], b: &[i64]) -> Result<Vec<i64>> {
