@@ -132,6 +132,10 @@ int32_t tpu_engine_storage_new(size_t nbytes, int32_t device_index, void** out);
 void tpu_engine_storage_release(void* storage);
 // Makes a storage of new_nbytes holding the old one's leading bytes.
 int32_t tpu_engine_storage_resize(void* storage, size_t new_nbytes, void** out);
+// Pinned host memory for pin_memory(): NULL when out of memory.
+void* tpu_engine_pinned_alloc(size_t nbytes);
+void tpu_engine_pinned_free(void* p);
+int32_t tpu_engine_is_pinned(const void* p);
 // ret_alias[r]: the argument index that return r aliases, or -1 for a fresh
 // value; ret_kind[r]: 0 tensor, 1 tensor list, 2 number (int/float/bool/Scalar),
 // 3 anything else.

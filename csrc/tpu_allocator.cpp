@@ -38,9 +38,27 @@ struct TpuAllocator final : public c10::DeviceAllocator {
 
 TpuAllocator g_allocator;
 
+// CPU memory from the engine's pinned blocks; the engine keeps the registry.
+struct PinnedHostAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = tpu_engine_pinned_alloc(nbytes);
+    if (p == nullptr) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu: out of host memory pinning ", nbytes, " bytes");
+    }
+    return {p, p, &tpu_engine_pinned_free, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &tpu_engine_pinned_free; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+PinnedHostAllocator g_pinned_allocator;
+
 }  // namespace
 
 c10::Allocator* tpu_allocator() { return &g_allocator; }
+c10::Allocator* pinned_host_allocator() { return &g_pinned_allocator; }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 

@@ -14,6 +14,8 @@ constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
 
 // The device's allocator (tpu_allocator.cpp).
 c10::Allocator* tpu_allocator();
+// Host memory that pin_memory() allocates (reported by is_pinned()).
+c10::Allocator* pinned_host_allocator();
 // The calling thread's current device index (tpu_guard.cpp).
 c10::DeviceIndex current_device();
 

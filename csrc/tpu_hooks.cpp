@@ -33,10 +33,10 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return static_cast<c10::DeviceIndex>(tpu_engine_device_count());
   }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
-  // Host staging memory for non_blocking copies and pin_memory(): PJRT's
-  // host transfers take any host memory, so ordinary CPU memory serves.
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
-  bool isPinnedPtr(const void*) const override { return false; }
+  // Host staging memory for non_blocking copies and pin_memory(): the
+  // engine's pinned blocks (pinned_host.rs), so is_pinned() answers as on CUDA.
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
+  bool isPinnedPtr(const void* p) const override { return tpu_engine_is_pinned(p) != 0; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     auto* impl = storage.unsafeGetStorageImpl();
     void* old_handle = impl->data_ptr().get();

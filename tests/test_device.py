@@ -169,7 +169,7 @@ def test_dynamo_registration_in_any_import_order(order):
 
 def test_non_blocking_copy_to_cpu_and_pin_memory_allocator():
     """`.to("cpu", non_blocking=True)` stages through the hooks' pinned-memory
-    allocator (ordinary host memory for PJRT) and gives the same values."""
+    allocator (engine/src/pinned_host.rs) and gives the same values."""
     x = torch.randn(5, 3)
     y = x.to("tpu").to("cpu", non_blocking=True)
     torch.tpu.synchronize()
@@ -308,3 +308,18 @@ def test_legacy_torch_cuda_spellings():
     assert torch.tpu.max_memory_cached() == torch.tpu.max_memory_reserved()
     with pytest.raises(AttributeError, match="no attribute 'not_a_thing'"):
         torch.tpu.not_a_thing
+
+
+def test_pinned_memory_is_reported_as_on_cuda():
+    x = torch.randn(64)
+    p = x.pin_memory()
+    assert p.is_pinned() and p.device.type == "cpu" and torch.equal(p, x)
+    assert p[5:].is_pinned()  # a view into the pinned block
+    assert not x.is_pinned() and not torch.randn(64).is_pinned()
+    assert torch.empty(3, pin_memory=True).is_pinned()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)), batch_size=4, pin_memory=True)
+    batch = next(iter(loader))[0]
+    assert batch.is_pinned()
+    y = batch.to("tpu", non_blocking=True)
+    torch.tpu.synchronize()
+    assert torch.equal(y.cpu(), batch)

@@ -231,6 +231,22 @@ pub unsafe extern "C" fn tpu_engine_storage_release(storage: *mut c_void) {
     let _ = catch_unwind(|| Storage::release(storage));
 }
 
+/// Pinned host memory (`pin_memory()`): see `pinned_host.rs`.
+#[no_mangle]
+pub extern "C" fn tpu_engine_pinned_alloc(nbytes: usize) -> *mut c_void {
+    catch_unwind(|| crate::pinned_host::allocate(nbytes)).unwrap_or(std::ptr::null_mut()) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn tpu_engine_pinned_free(p: *mut c_void) {
+    let _ = catch_unwind(|| crate::pinned_host::free(p as *mut u8));
+}
+
+#[no_mangle]
+pub extern "C" fn tpu_engine_is_pinned(p: *const c_void) -> i32 {
+    catch_unwind(|| crate::pinned_host::contains(p as *const u8) as i32).unwrap_or(0)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn tpu_engine_storage_resize(storage: *mut c_void, new_nbytes: usize, out: *mut *mut c_void) -> i32 {
     guarded(|| {

@@ -19,6 +19,7 @@ pub mod graph_lock;
 pub mod host_heap;
 pub mod metrics;
 pub mod mode;
+pub mod pinned_host;
 pub mod program;
 pub mod replay;
 pub mod runtime;

@@ -6,17 +6,22 @@ use crate::args::Args;
 use crate::ctx::Lower;
 use crate::error::Result;
 
+/// The shift: an infinite maximum becomes 0, so that x - m stays defined.
+fn finite_or_zero(lx: &mut Lower, m: Value) -> Result<Value> {
+    let am = lx.b.abs(m)?;
+    let inf = lx.full_like(m, f64::INFINITY)?;
+    let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
+    let zero = lx.full_like(m, 0.0)?;
+    Ok(lx.b.select(is_inf, zero, m)?)
+}
+
 /// log(sum(exp(x - m))) + m over `dims` of an accumulation-dtype `x`, with
 /// infinite maxima replaced by 0 (as PyTorch does).
 pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<Value> {
     let shape = lx.shape(x);
     // Only for range: a NaN the plain max drops reaches the sum through x - m.
     let m = lx.b.reduce_max(x, dims)?;
-    let am = lx.b.abs(m)?;
-    let inf = lx.full_like(m, f64::INFINITY)?;
-    let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
-    let zero = lx.full_like(m, 0.0)?;
-    let m = lx.b.select(is_inf, zero, m)?;
+    let m = finite_or_zero(lx, m)?;
     let mb = unreduce(lx, m, &shape, dims)?;
     let d = lx.b.sub(x, mb)?;
     let e = lx.b.exp(d)?;
@@ -31,11 +36,7 @@ fn complex_logsumexp(lx: &mut Lower, z: Value, dims: &[i64]) -> Result<Value> {
     let shape = lx.shape(z);
     let re = lx.b.real(z)?;
     let m = lx.b.reduce_max(re, dims)?;
-    let am = lx.b.abs(m)?;
-    let inf = lx.full_like(m, f64::INFINITY)?;
-    let is_inf = lx.b.compare(am, inf, CompareDir::Eq)?;
-    let zero = lx.full_like(m, 0.0)?;
-    let m = lx.b.select(is_inf, zero, m)?;
+    let m = finite_or_zero(lx, m)?;
     let mz = lx.full_like(m, 0.0)?;
     let m = lx.b.complex(m, mz)?;
     let mb = unreduce(lx, m, &shape, dims)?;
