@@ -23,7 +23,7 @@ fn y100_poly(e: &mut E, y100: V) -> Result<V> {
     let lo = e.c(fl, 0.0)?;
     let hi = e.c(fl, 99.0)?;
     let fl = e.lx.b.clamp(lo, fl, hi)?;
-    let idx = e.lx.cast(fl, DType::I32)?;
+    let idx = e.lx.b.convert(fl, DType::I32)?; // a table index: plain convert
     let two = e.mulc(y100, 2.0)?;
     let odd = e.mulc(fl, 2.0)?;
     let odd = e.addc(odd, 1.0)?;

@@ -138,7 +138,8 @@ fn size(lx: &mut Lower, args: &Args, kind: Kind) -> R {
     }
     let none = e.cmpc(mx, 0.0, stablehlo::CompareDir::Le)?;
     let r = e.selc(none, 0.0, r)?;
-    Ok(vec![e.lx.cast(r, DType::I64)?])
+    // A plain convert (NaN steps saturate to 0), not the CPU's cast rules.
+    Ok(vec![e.lx.b.convert(r, DType::I64)?])
 }
 
 /// Runs the recurrence from (p, q) for `trip` steps, element i stopping
