@@ -104,6 +104,19 @@ def test_recompiles_on_dtype_change():
     assert "recompiled: " in torch_tpu_rs.metrics_report()
 
 
+def test_recompile_counts_outlive_dynamos_bounded_history():
+    # Dynamo keeps only its last 64 compilation records; counting from them
+    # alone lost recompiles after a long run (or a long test session).
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x - 1, backend="tpu")
+    f(torch.ones(2, device="tpu"))
+    before = torch_tpu_rs.metrics()["graph_recompiles"]
+    f(torch.ones(2, dtype=torch.float64, device="tpu"))
+    assert torch_tpu_rs.metrics()["graph_recompiles"] == before + 1
+    torch._dynamo.utils.clear_compilation_metrics()
+    assert torch_tpu_rs.metrics()["graph_recompiles"] == before + 1
+
+
 def test_guard_on_captured_python_constant():
     torch._dynamo.reset()
     scale = {"value": 2.0}

@@ -307,3 +307,45 @@ def test_training_graphs_with_these_ops_are_bucketed_and_match_cpu(name):
     after = torch_tpu_rs.metrics()
     assert after["exact_shape_graphs"] == before["exact_shape_graphs"]
     assert after["bucketed_graphs"] - before["bucketed_graphs"] == 2  # forward and backward
+
+
+POSITIONS = {
+    # A Python int that becomes symbolic (automatic dynamic) used as a
+    # position: it must reach the program at its real value, never at its
+    # bucket (x[k:k+3] read x[8:11] for k = 5).
+    "slice": lambda x, k: x[k:k + 3] * 2,
+    "narrow": lambda x, k: x.narrow(0, k, 3) * 1,
+    "arange index": lambda x, k: x[torch.arange(k, k + 3, device=x.device)],
+    "a view of the input": lambda x, k: x[k:k + 3],
+    "length from the offset": lambda x, k: x[k:2 * k].sum(),
+    "modulo": lambda x, k: x[k % 5:k % 5 + 2] * 1,
+    "prefix": lambda x, k: x[:k] * 2,
+    "from a fixed start": lambda x, k: x[2:k] * 2,
+    "suffix": lambda x, k: x[-k:] * 2,
+}
+
+
+@pytest.mark.parametrize("name", list(POSITIONS))
+def test_a_changing_int_used_as_a_position_is_passed_at_its_real_value(name):
+    f = POSITIONS[name]
+    g = torch.compile(f, backend="tpu")
+    x = torch.arange(20.0)
+    for k in [1, 2, 3, 4, 5, 7, 9, 6]:
+        _close(g(x.to("tpu"), k), f(x, k))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [lambda w, k: (w[k] * w[k + 1]).sum(), lambda w, k: (w[k:k + 2] ** 2).sum(), lambda w, k: (w[:k] ** 2).sum()],
+    ids=["select", "slice", "prefix"],
+)
+def test_gradients_land_at_the_real_positions(f):
+    # The backward's select_backward/slice_backward place the gradient at an
+    # index: at the bucket it went to the wrong rows while the loss matched.
+    g = torch.compile(f, backend="tpu")
+    for k in [1, 2, 3, 5, 6, 7]:
+        w = torch.arange(30.0).view(10, 3).requires_grad_()
+        wt = w.detach().to("tpu").requires_grad_()
+        f(w, k).backward()
+        g(wt, k).backward()
+        _close(wt.grad, w.grad)

@@ -259,6 +259,17 @@ def _flat(args):
             yield a
 
 
+# Arguments that are positions, not sizes: op -> (index of the start or
+# index argument, index of the end argument or None, what the length cut
+# along the dim is read from: "out" or "grad" (argument 0), dim index).
+_POSITION_ARGS = {
+    aten.slice.Tensor: (2, 3, "out", 1),
+    aten.slice_backward.default: (3, 4, "grad", 2),
+    aten.arange.start: (0, 1, "out", None),
+    aten.select_backward.default: (3, None, None, None),
+}
+
+
 class _Analysis:
     def __init__(self, gm: GraphModule, layouts: dict):
         self.gm, self.layouts = gm, layouts
@@ -304,6 +315,7 @@ class _Analysis:
                     self.real_values.append((n, i, _expr(_val(a))))
         if t is aten.full.default and _is_sym_node(n.args[1]):
             self.real_values.append((n, 1, _expr(_val(n.args[1]))))  # the fill value is a number
+        self.positions_at_real_values(n)
         if not isinstance(_val(n), (torch.Tensor, tuple, list)):
             raise Unpaddable(f"{t} returns {type(_val(n)).__name__}")
         padded_in = any(_padded(f) for a in tensors for f in self.s(a))
@@ -316,6 +328,28 @@ class _Analysis:
         if handler is None:
             raise Unpaddable(f"{t} on a padded dimension")
         return handler(self, n, out_exprs)
+
+    def positions_at_real_values(self, n: Node):
+        """A slice start, an arange start or a selected index is a position: at
+        the padded sizes it would point elsewhere (`x[k:k+3]` read x[8:11] for
+        k = 5), so it goes to the program at its real value, and so does the
+        end that goes with it. The length cut must then not change with
+        padding; where it does, the graph runs at its exact sizes."""
+        spec = _POSITION_ARGS.get(n.target)
+        if spec is None:
+            return
+        start_at, end_at, length_of, dim_at = spec
+        args = n.args
+        if not (len(args) > start_at and _is_sym_node(args[start_at])):
+            return
+        if length_of is not None:
+            shape = _shape(n) if length_of == "out" else _shape(args[0])
+            dim = (args[dim_at] if dim_at is not None and len(args) > dim_at else 0) % max(len(shape), 1)
+            if not shape[dim].is_Integer:
+                raise Unpaddable(f"{n.target} starts at a size and cuts a length that changes with it")
+        self.real_values.append((n, start_at, _expr(_val(args[start_at]))))
+        if end_at is not None and len(args) > end_at and _is_sym_node(args[end_at]):
+            self.real_values.append((n, end_at, _expr(_val(args[end_at]))))
 
 
 def _pointwise(an: _Analysis, n: Node, out):
@@ -377,10 +411,10 @@ def _slice(an, n, out):
     step = n.args[4] if len(n.args) > 4 else 1
     before, after = _shape(n.args[0])[dim], out[dim]
     if not _padded(src[dim]):
-        if _is_atom(after) and start == 0 and step == 1 and before.is_Integer:
-            # A prefix of a static dim: its bucket must fit in it.
+        if _is_atom(after) and isinstance(start, int) and start >= 0 and step == 1 and before.is_Integer:
+            # A run of a static dim from a fixed start: its bucket must fit in it.
             sym = _symbol(after)
-            cap = int(before) - int(after - sym)
+            cap = int(before) - int(after - sym) - start
             an.caps[sym] = min(an.caps.get(sym, cap), cap)
         src[dim] = _atomic(after)
         return src

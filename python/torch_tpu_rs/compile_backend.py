@@ -113,17 +113,20 @@ def _saved_outputs_start() -> int | None:
 
 
 def _forward(gm, example_inputs):
+    _drain_recompile_reasons()
     _count("compiled_graphs")
     return _bucketed_or_exact(gm, "forward")
 
 
 def _backward(gm, example_inputs):
+    _drain_recompile_reasons()
     _count("compiled_graphs")
     return _bucketed_or_exact(gm, "backward")
 
 
 def _inference(gm, example_inputs):
     """Graphs run without autograd."""
+    _drain_recompile_reasons()
     _count("compiled_graphs")
     return _bucketed_or_exact(gm, "inference")
 
@@ -137,21 +140,31 @@ tpu_backend = aot_autograd(
 )
 
 
-def _recompile_reasons() -> dict:
-    """Dynamo recompiles, by the guard that failed (first line, without the
-    frame prefix and source comment), from Dynamo's compilation metrics."""
+# Dynamo keeps only its last 64 compilation records, so their recompile
+# reasons are moved into these counts as they appear: on every graph this
+# backend compiles and on every metrics() call. Records are told apart by
+# compile id and start time (ids restart after torch._dynamo.reset()).
+_recompile_counts: dict = {}
+_records_counted: set = set()
+
+
+def _drain_recompile_reasons() -> None:
+    """Counts Dynamo's new recompiles by the guard that failed (first line,
+    without the frame prefix and source comment)."""
     import re
 
     from torch._dynamo import utils
 
-    reasons: dict = {}
     for m in getattr(utils, "get_compilation_metrics", lambda: [])():
+        key = (getattr(m, "compile_id", None), getattr(m, "start_time", None))
+        if key in _records_counted:
+            continue
+        _records_counted.add(key)
         reason = getattr(m, "recompile_reason", None)
         if not reason:
             continue
         first = re.sub(r"^\d+/\d+: ", "", reason.strip().splitlines()[0]).split("#")[0].strip()
-        reasons[first] = reasons.get(first, 0) + 1
-    return reasons
+        _recompile_counts[first] = _recompile_counts.get(first, 0) + 1
 
 
 def counts() -> dict:
@@ -159,6 +172,7 @@ def counts() -> dict:
 
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _counts.items()}
     out["graph_breaks"] = sum(counters["graph_break"].values())
-    out["graph_recompile_reasons"] = _recompile_reasons()
+    _drain_recompile_reasons()
+    out["graph_recompile_reasons"] = dict(_recompile_counts)
     out["graph_recompiles"] = sum(out["graph_recompile_reasons"].values())
     return out
