@@ -117,6 +117,16 @@ def test_recompile_counts_outlive_dynamos_bounded_history():
     assert torch_tpu_rs.metrics()["graph_recompiles"] == before + 1
 
 
+def test_one_hot_range_check_under_compile():
+    # one_hot's decomposition checks its classes with _assert_async.msg.
+    torch._dynamo.reset()
+    f = torch.compile(lambda i: torch.nn.functional.one_hot(i, 5), backend="tpu")
+    i = torch.tensor([0, 3, 4])
+    assert torch.equal(f(i.to("tpu")).cpu(), torch.nn.functional.one_hot(i, 5))
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        f(torch.tensor([0, 7], device="tpu")).cpu()
+
+
 def test_guard_on_captured_python_constant():
     torch._dynamo.reset()
     scale = {"value": 2.0}

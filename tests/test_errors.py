@@ -125,6 +125,25 @@ BAD_VALUES = {
 }
 
 
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_assert_async_checks_on_the_device(mode):
+    torch_tpu_rs.set_eager_mode(mode)
+    for ok in (torch.tensor(True), torch.tensor(2.0), torch.tensor(1j)):
+        torch._assert_async(ok.to("tpu"))
+    torch.tpu.synchronize()
+    for bad, msg, expected in [
+        (torch.tensor(0), None, "single nonzero value, but got zero"),
+        (torch.tensor(False), "my check", "my check"),
+        (torch.tensor(0j), None, "single nonzero value"),
+    ]:
+        with pytest.raises(RuntimeError, match=expected):
+            torch._assert_async(bad.to("tpu")) if msg is None else torch.ops.aten._assert_async.msg(bad.to("tpu"), msg)
+            torch.tpu.synchronize()
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        torch._assert_async(torch.ones(2, device="tpu"))
+    device_still_works()
+
+
 def test_float_and_true_division_by_zero_still_give_inf():
     a, b = torch.tensor([5.0, -5.0, 0.0]), torch.tensor([0.0, 0.0, 0.0])
     assert_same(*run_both(lambda x, y: x // y, a, b))

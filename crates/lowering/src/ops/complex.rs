@@ -59,7 +59,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     // equality (complex numbers have no order)
     "eq", "ne", "equal", "isnan", "isinf",
     // complex-specific (abs and angle dispatch here from their real lowerings)
-    "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn",
+    "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn", "_assert_async",
     // matrix products (ops/linalg.rs; conjugate-bit inputs are read conjugated)
     "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "outer", "ger", "addr", "trace",
     // torch.fft (ops/fft.rs)

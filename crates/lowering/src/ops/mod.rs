@@ -2,6 +2,7 @@
 use crate::table::OpEntry;
 
 mod activation;
+mod asserts;
 mod attention;
 mod cholesky;
 pub(crate) mod complex;
@@ -74,4 +75,5 @@ pub(crate) const FAMILIES: &[&[OpEntry]] = &[
     fft::OPS,
     losses::OPS,
     windows::OPS,
+    asserts::OPS,
 ];
