@@ -235,6 +235,15 @@ _REDUCE = {
 _KEEPS_DIMS = {aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default}
 
 
+def _op_name(t) -> str:
+    """An op for a message and a metrics key: `aten.mm.default`, or a Python
+    function's qualified name (its repr carries an address that changes
+    from run to run)."""
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)
+    return f"{getattr(t, '__module__', '') or ''}.{getattr(t, '__qualname__', getattr(t, '__name__', t))}".lstrip(".")
+
+
 def _val(n):
     return n.meta.get("val") if isinstance(n, Node) else n
 
@@ -307,7 +316,7 @@ class _Analysis:
             return None  # size arithmetic: evaluated at the padded sizes, which is what views need
         if any(_is_sym_node(a) for a in _flat(n.args)) and t not in _SIZE_ARGS:
             if not (isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags):
-                raise Unpaddable(f"{t} uses a size as a value")
+                raise Unpaddable(f"{_op_name(t)} uses a size as a value")
             # A size as a number (a mean's backward divides by the count):
             # the program must see the real size, not the padded one.
             for i, a in enumerate(n.args):
@@ -317,7 +326,7 @@ class _Analysis:
             self.real_values.append((n, 1, _expr(_val(n.args[1]))))  # the fill value is a number
         self.positions_at_real_values(n)
         if not isinstance(_val(n), (torch.Tensor, tuple, list)):
-            raise Unpaddable(f"{t} returns {type(_val(n)).__name__}")
+            raise Unpaddable(f"{_op_name(t)} returns {type(_val(n)).__name__}")
         padded_in = any(_padded(f) for a in tensors for f in self.s(a))
         out_exprs = _shape(n) if isinstance(_val(n), torch.Tensor) else None
         if not padded_in and out_exprs is not None and all(e.is_Integer for e in out_exprs):
@@ -326,7 +335,7 @@ class _Analysis:
         if handler is None and isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags:
             handler = _pointwise
         if handler is None:
-            raise Unpaddable(f"{t} on a padded dimension")
+            raise Unpaddable(f"{_op_name(t)} on a padded dimension")
         return handler(self, n, out_exprs)
 
     def positions_at_real_values(self, n: Node):
