@@ -309,6 +309,10 @@ def test_training_graphs_with_these_ops_are_bucketed_and_match_cpu(name):
     assert after["bucketed_graphs"] - before["bucketed_graphs"] == 2  # forward and backward
 
 
+# Patterns that run bucketed (the rest run at exact sizes: a position whose
+# cut length changes with padding, or a size expression such as k % 5).
+BUCKETED_POSITIONS = {"slice", "narrow", "arange index", "a view of the input", "prefix", "from a fixed start"}
+
 POSITIONS = {
     # A Python int that becomes symbolic (automatic dynamic) used as a
     # position: it must reach the program at its real value, never at its
@@ -330,8 +334,30 @@ def test_a_changing_int_used_as_a_position_is_passed_at_its_real_value(name):
     f = POSITIONS[name]
     g = torch.compile(f, backend="tpu")
     x = torch.arange(20.0)
+    before = torch_tpu_rs.metrics()["bucketed_graphs"]
     for k in [1, 2, 3, 4, 5, 7, 9, 6]:
         _close(g(x.to("tpu"), k), f(x, k))
+    bucketed = torch_tpu_rs.metrics()["bucketed_graphs"] > before
+    assert bucketed == (name in BUCKETED_POSITIONS)
+
+
+@pytest.mark.parametrize("name", ["remainder", "fmod", "trunc", "floor", "floor_divide"])
+def test_integer_division_is_bucketed_and_still_refuses_a_real_zero(name):
+    # Padded divisor positions hold 1: zeros there would trip the device's
+    # ZeroDivisionError check on every call.
+    fn = {"remainder": torch.remainder, "fmod": torch.fmod, "floor_divide": torch.floor_divide,
+          "trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+          "floor": lambda x, y: torch.div(x, y, rounding_mode="floor")}[name]
+    g = torch.compile(fn, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()["bucketed_graphs"]
+    for n in [5, 6, 3, 9, 12]:
+        x = torch.arange(1, n + 1) * 7 - 20
+        y = torch.arange(1, n + 1)
+        y = torch.where(y % 3 == 0, -y, y)
+        assert torch.equal(g(x.to("tpu"), y.to("tpu")).cpu(), fn(x, y))
+    assert torch_tpu_rs.metrics()["bucketed_graphs"] > before
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        g(torch.tensor([1, 2, 3, 4, 5], device="tpu"), torch.tensor([1, 0, 1, 1, 1], device="tpu")).cpu()
 
 
 @pytest.mark.parametrize(

@@ -229,9 +229,10 @@ def test_out_into_an_empty_view_grows_in_place_at_its_offset(mode, write):
 def test_float_to_int_conversion_wraps_like_the_cpu(mode, src, dst):
     # Out-of-range conversions are undefined in C++, but `(x * 255).to(torch.uint8)`
     # without a clamp is common: the CPU keeps the low bits of an int32
-    # (int64 for int64) and gives the minimum for NaN and overflow.
+    # (an int64 for int64 and uint8) and gives the minimum for NaN and overflow.
     nan, inf = float("nan"), float("inf")
-    v = torch.tensor([300.7, -1.5, 1e10, 255.5, -200.0, -0.9, 2.5e9, -3e9, nan, inf, -inf, 65535.9, 40000, 3e19, 9.3e18])
+    v = torch.tensor([300.7, -1.5, 1e10 + 3, 255.5, -200.0, -0.9, 2.5e9, -3e9, nan, inf, -inf, 65535.9, 40000, 3e19, 9.3e18,
+                      2.0**31 + 7, 2.0**40 + 300], dtype=torch.float64)
     v = v.to(src)
     assert_same(*run_both(lambda t: t.to(dst), v))
 

@@ -372,6 +372,21 @@ def _pointwise(an: _Analysis, n: Node, out):
     return res
 
 
+# Integer division raises ZeroDivisionError on the device, so the zeros
+# that pad a divisor would trip it: its padded positions hold 1 instead.
+_INT_DIVISION = (aten.remainder.Tensor, aten.fmod.Tensor, aten.div.Tensor_mode, aten.floor_divide.default)
+
+
+def _int_division(an, n, out):
+    res = _pointwise(an, n, out)
+    divisor = n.args[1] if len(n.args) > 1 else None
+    if _is_tensor_node(divisor) and not (_val(divisor).is_floating_point() or _val(divisor).is_complex()):
+        for d, f in enumerate(an.s(divisor)):
+            if _padded(f):
+                an.masks.append((n, 1, d, f, 1))
+    return res
+
+
 def _same(an, n, out):
     return list(an.s(n.args[0]))
 
@@ -715,6 +730,7 @@ _HANDLERS = {
     aten.nll_loss_forward.default: _nll_loss, aten.nll_loss_backward.default: _nll_loss_backward,
     aten.where.self: _pointwise, aten.masked_fill.Scalar: _pointwise, aten.masked_fill.Tensor: _pointwise,
     **{t: _reduce for t in _REDUCE},
+    **{t: _int_division for t in _INT_DIVISION},
 }
 
 

@@ -120,13 +120,13 @@ impl<'a> Lower<'a> {
         Ok(self.b.convert(v, dtype)?)
     }
 
-    /// Float to integer as the CPU converts (x86's truncating conversion):
-    /// NaN and values outside int32 (int64 for int64) give its minimum, and
-    /// narrower types keep the low bits of the int32, so 300.7 as uint8 is
-    /// 44 rather than XLA's saturated 255.
+    /// Float to integer as the CPU converts (x86's truncating conversion
+    /// through an int64 for int64 and uint8, an int32 otherwise): NaN and
+    /// values outside that type give its minimum, and narrower types keep
+    /// its low bits, so 300.7 as uint8 is 44 rather than XLA's saturated 255.
     fn float_to_int(&mut self, v: Value, dtype: DType) -> Result<Value> {
         let v = if matches!(self.dtype(v), DType::F16 | DType::BF16) { self.b.convert(v, DType::F32)? } else { v };
-        let (wide, bits) = if dtype == DType::I64 { (DType::I64, 63) } else { (DType::I32, 31) };
+        let (wide, bits) = if matches!(dtype, DType::I64 | DType::U8) { (DType::I64, 63) } else { (DType::I32, 31) };
         let shape = self.shape(v);
         let fdt = self.dtype(v);
         let limit = (2f64).powi(bits);
@@ -140,7 +140,7 @@ impl<'a> Lower<'a> {
         let bad = self.b.or(too_big, too_small)?;
         let bad = self.b.or(bad, nan)?;
         let c = self.b.convert(v, wide)?;
-        let min = self.b.constant_i64(wide, if dtype == DType::I64 { i64::MIN } else { i32::MIN as i64 });
+        let min = self.b.constant_i64(wide, if wide == DType::I64 { i64::MIN } else { i32::MIN as i64 });
         let min = self.b.broadcast_in_dim(min, &shape, &[])?;
         let r = self.b.select(bad, min, c)?;
         Ok(if dtype == wide { r } else { self.b.convert(r, dtype)? })
