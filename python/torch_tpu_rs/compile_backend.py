@@ -155,11 +155,13 @@ def _drain_recompile_reasons() -> None:
 
     from torch._dynamo import utils
 
-    for m in getattr(utils, "get_compilation_metrics", lambda: [])():
-        key = (getattr(m, "compile_id", None), getattr(m, "start_time", None))
-        if key in _records_counted:
-            continue
-        _records_counted.add(key)
+    records = getattr(utils, "get_compilation_metrics", lambda: [])()
+    keys = [(getattr(m, "compile_id", None), getattr(m, "start_time", None)) for m in records]
+    new = [m for m, key in zip(records, keys) if key not in _records_counted]
+    # Only records Dynamo still holds can come back: remember just those.
+    _records_counted.clear()
+    _records_counted.update(keys)
+    for m in new:
         reason = getattr(m, "recompile_reason", None)
         if not reason:
             continue

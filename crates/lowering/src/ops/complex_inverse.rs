@@ -31,16 +31,6 @@ pub(crate) fn complex_or(lx: &mut Lower, args: &Args, real: fn(&mut Lower, &Args
     Ok(vec![lx.cast(w, dtype)?])
 }
 
-/// Whether the sign bit of `v` is set, -0 included (`1/-0 = -inf`).
-fn sign_bit(lx: &mut Lower, v: Value) -> Result<Value> {
-    let zero = k(lx, v, 0.0)?;
-    let one = k(lx, v, 1.0)?;
-    let neg = lx.b.compare(v, zero, CompareDir::Lt)?;
-    let inv = lx.b.div(one, v)?;
-    let neg_zero = lx.b.compare(inv, zero, CompareDir::Lt)?;
-    Ok(lx.b.or(neg, neg_zero)?)
-}
-
 /// The principal square root of `x + iy`, as parts (Kahan's csqrt). XLA's
 /// complex sqrt ignores the sign of a zero imaginary part, which decides
 /// the side of every branch cut below.
@@ -63,7 +53,7 @@ fn sqrt(lx: &mut Lower, (x, y): Parts) -> Result<Parts> {
     let other = lx.b.select(t_zero, y, other)?;
     // x >= 0: (t, y / 2t); x < 0: (|y| / 2t, t with y's sign).
     let x_neg = lx.b.compare(x, zero, CompareDir::Lt)?;
-    let y_neg = sign_bit(lx, y)?;
+    let y_neg = super::misc::float_sign_bit(lx, y)?;
     let nt = lx.b.neg(t)?;
     let signed_t = lx.b.select(y_neg, nt, t)?;
     let abs_other = lx.b.abs(other)?;
@@ -71,11 +61,11 @@ fn sqrt(lx: &mut Lower, (x, y): Parts) -> Result<Parts> {
     Ok((lx.b.select(x_neg, abs_other, t)?, lx.b.select(x_neg, signed_t, other)?))
 }
 
-/// `c - (x + iy)` and `c + (x + iy)`; the imaginary part of the first is -y
+/// `1 - (x + iy)` and `1 + (x + iy)`; the imaginary part of the first is -y
 /// exactly (a negated zero stays signed, which picks the side of a cut).
-fn one_minus_plus(lx: &mut Lower, (x, y): Parts, c: f64) -> Result<(Parts, Parts)> {
-    let c = k(lx, x, c)?;
-    let (a, b) = (lx.b.sub(c, x)?, lx.b.add(c, x)?);
+fn one_minus_plus(lx: &mut Lower, (x, y): Parts) -> Result<(Parts, Parts)> {
+    let one = k(lx, x, 1.0)?;
+    let (a, b) = (lx.b.sub(one, x)?, lx.b.add(one, x)?);
     let ny = lx.b.neg(y)?;
     Ok(((a, ny), (b, y)))
 }
@@ -100,7 +90,7 @@ fn twice(lx: &mut Lower, v: Value) -> Result<Value> {
 
 /// asin z = atan2(x, Re(s1 s2)) + i asinh(Im(conj(s1) s2)), s1 = sqrt(1 - z), s2 = sqrt(1 + z).
 pub(crate) fn asin(lx: &mut Lower, z: Parts) -> Result<Parts> {
-    let (m, p) = one_minus_plus(lx, z, 1.0)?;
+    let (m, p) = one_minus_plus(lx, z)?;
     let (s1, s2) = (sqrt(lx, m)?, sqrt(lx, p)?);
     let d = dot(lx, s1, s2, -1.0)?;
     let re = lx.b.atan2(z.0, d)?;
@@ -110,7 +100,7 @@ pub(crate) fn asin(lx: &mut Lower, z: Parts) -> Result<Parts> {
 
 /// acos z = 2 atan2(Re s1, Re s2) + i asinh(Im(conj(s2) s1)).
 pub(crate) fn acos(lx: &mut Lower, z: Parts) -> Result<Parts> {
-    let (m, p) = one_minus_plus(lx, z, 1.0)?;
+    let (m, p) = one_minus_plus(lx, z)?;
     let (s1, s2) = (sqrt(lx, m)?, sqrt(lx, p)?);
     let a = lx.b.atan2(s1.0, s2.0)?;
     let c = cross(lx, s2, s1)?;
@@ -119,7 +109,7 @@ pub(crate) fn acos(lx: &mut Lower, z: Parts) -> Result<Parts> {
 
 /// acosh z = asinh(Re(conj(t1) t2)) + 2i atan2(Im t1, Re t2), t1 = sqrt(z - 1), t2 = sqrt(z + 1).
 pub(crate) fn acosh(lx: &mut Lower, z: Parts) -> Result<Parts> {
-    let (m, p) = one_minus_plus(lx, z, 1.0)?;
+    let (m, p) = one_minus_plus(lx, z)?;
     // z - 1 = -(1 - z): negate both parts of 1 - z.
     let m = (lx.b.neg(m.0)?, lx.b.neg(m.1)?);
     let (t1, t2) = (sqrt(lx, m)?, sqrt(lx, p)?);
@@ -131,7 +121,7 @@ pub(crate) fn acosh(lx: &mut Lower, z: Parts) -> Result<Parts> {
 /// atanh z = log(|1 + z|^2 / |1 - z|^2) / 4 + i atan2(2y, (1 - x)(1 + x) - y^2) / 2,
 /// the real part as log1p(4x / |1 - z|^2) where that quotient is small.
 pub(crate) fn atanh(lx: &mut Lower, (x, y): Parts) -> Result<Parts> {
-    let ((m, _), (p, _)) = one_minus_plus(lx, (x, y), 1.0)?;
+    let ((m, _), (p, _)) = one_minus_plus(lx, (x, y))?;
     let m2 = lx.b.mul(m, m)?;
     let y2 = lx.b.mul(y, y)?;
     let den = lx.b.add(m2, y2)?;

@@ -413,21 +413,19 @@ fn addr(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 fn bool_addr(lx: &mut Lower, args: &Args, product: Value) -> Result<Value> {
     let this = args.tensor(0)?;
     let shape = lx.shape(product);
-    let truth = |lx: &mut Lower, v: Value| -> Result<Value> { lx.cast(v, DType::Bool) };
-    let mut out = truth(lx, product)?;
-    if let Some(al) = args.opt_scalar(4) {
-        let al = truth(lx, al.value)?;
-        let al = lx.b.broadcast_in_dim(al, &shape, &[])?;
-        out = lx.b.and(out, al)?;
-    }
-    let s = truth(lx, this.value)?;
-    let mut s = lx.expand(s, &shape)?;
-    if let Some(be) = args.opt_scalar(3) {
-        let be = truth(lx, be.value)?;
-        let be = lx.b.broadcast_in_dim(be, &shape, &[])?;
-        s = lx.b.and(s, be)?;
-    }
-    Ok(lx.b.or(s, out)?)
+    // `v and scalar`, where the Scalar argument at `at` is given.
+    let and_scalar = |lx: &mut Lower, v: Value, at: usize| -> Result<Value> {
+        let Some(s) = args.opt_scalar(at) else { return Ok(v) };
+        let s = lx.cast(s.value, DType::Bool)?;
+        let s = lx.b.broadcast_in_dim(s, &shape, &[])?;
+        Ok(lx.b.and(v, s)?)
+    };
+    let outer = lx.cast(product, DType::Bool)?;
+    let outer = and_scalar(lx, outer, 4)?;
+    let s = lx.cast(this.value, DType::Bool)?;
+    let s = lx.expand(s, &shape)?;
+    let s = and_scalar(lx, s, 3)?;
+    Ok(lx.b.or(s, outer)?)
 }
 
 /// trace(self): the sum of the main diagonal of a matrix (integers give int64).

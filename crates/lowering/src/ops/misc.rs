@@ -119,22 +119,26 @@ fn linalg_cross(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![lx.cast(r, out)?])
 }
 
+/// The sign bit of a float value as bool (read from its bits, so -0.0 and
+/// NaNs with the bit set count as negative).
+pub(crate) fn float_sign_bit(lx: &mut Lower, x: Value) -> Result<Value> {
+    let it = match lx.dtype(x) {
+        DType::F64 => DType::I64,
+        DType::F32 => DType::I32,
+        _ => DType::I16,
+    };
+    let bits = lx.b.bitcast_convert(x, it)?;
+    let zero = lx.full_like(bits, 0.0)?;
+    Ok(lx.b.compare(bits, zero, CompareDir::Lt)?)
+}
+
 /// The sign bit as bool: -0.0 and NaNs with the bit set count as negative.
 fn signbit(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?;
     let x = t.value;
     let r = match t.dtype {
         DType::Bool => lx.full(DType::Bool, 0.0, &t.shape)?,
-        d if d.is_float() => {
-            let it = match d {
-                DType::F64 => DType::I64,
-                DType::F32 => DType::I32,
-                _ => DType::I16,
-            };
-            let bits = lx.b.bitcast_convert(x, it)?;
-            let zero = lx.full(it, 0.0, &t.shape)?;
-            lx.b.compare(bits, zero, CompareDir::Lt)?
-        }
+        d if d.is_float() => float_sign_bit(lx, x)?,
         d if d.is_signed() => {
             let zero = lx.full(d, 0.0, &t.shape)?;
             lx.b.compare(x, zero, CompareDir::Lt)?

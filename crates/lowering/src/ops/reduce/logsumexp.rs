@@ -16,12 +16,21 @@ fn finite_or_zero(lx: &mut Lower, m: Value) -> Result<Value> {
 }
 
 /// log(sum(exp(x - m))) + m over `dims` of an accumulation-dtype `x`, with
-/// infinite maxima replaced by 0 (as PyTorch does).
+/// infinite maxima replaced by 0 (as PyTorch does). For complex `x` the
+/// shift is the largest real part, as the CPU computes it.
 pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<Value> {
     let shape = lx.shape(x);
+    let complex = lx.dtype(x).is_complex();
+    let re = if complex { lx.b.real(x)? } else { x };
     // Only for range: a NaN the plain max drops reaches the sum through x - m.
-    let m = lx.b.reduce_max(x, dims)?;
+    let m = lx.b.reduce_max(re, dims)?;
     let m = finite_or_zero(lx, m)?;
+    let m = if complex {
+        let zero = lx.full_like(m, 0.0)?;
+        lx.b.complex(m, zero)?
+    } else {
+        m
+    };
     let mb = unreduce(lx, m, &shape, dims)?;
     let d = lx.b.sub(x, mb)?;
     let e = lx.b.exp(d)?;
@@ -30,34 +39,12 @@ pub(crate) fn logsumexp_value(lx: &mut Lower, x: Value, dims: &[i64]) -> Result<
     Ok(lx.b.add(l, m)?)
 }
 
-/// The complex form, as the CPU computes it: the shift is the largest real
-/// part, and the log and exp are complex.
-fn complex_logsumexp(lx: &mut Lower, z: Value, dims: &[i64]) -> Result<Value> {
-    let shape = lx.shape(z);
-    let re = lx.b.real(z)?;
-    let m = lx.b.reduce_max(re, dims)?;
-    let m = finite_or_zero(lx, m)?;
-    let mz = lx.full_like(m, 0.0)?;
-    let m = lx.b.complex(m, mz)?;
-    let mb = unreduce(lx, m, &shape, dims)?;
-    let d = lx.b.sub(z, mb)?;
-    let e = lx.b.exp(d)?;
-    let s = lx.b.reduce_sum(e, dims)?;
-    let l = lx.b.log(s)?;
-    Ok(lx.b.add(l, m)?)
-}
-
 pub(super) fn logsumexp(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
-    if t.dtype.is_complex() {
-        let dims = reduce_dims(lx, args.opt_ints(1)?, t.shape.len(), true)?;
-        let r = complex_logsumexp(lx, t.value, &dims)?;
-        return Ok(vec![keep(lx, r, &t.shape, &dims, args.bool_or(2, false)?)?]);
-    }
-    let out = if t.dtype.is_float() { t.dtype } else { DType::F32 };
+    let out = if t.dtype.is_float() || t.dtype.is_complex() { t.dtype } else { DType::F32 };
     let dims = reduce_dims(lx, args.opt_ints(1)?, t.shape.len(), true)?;
     let keepdim = args.bool_or(2, false)?;
-    let x = lx.cast(t.value, acc(out))?;
+    let x = if out.is_complex() { t.value } else { lx.cast(t.value, acc(out))? };
     let r = logsumexp_value(lx, x, &dims)?;
     let r = lx.cast(r, out)?;
     Ok(vec![keep(lx, r, &t.shape, &dims, keepdim)?])
