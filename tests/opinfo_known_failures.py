@@ -25,10 +25,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('chalf', '', 'int64', 'fwd'): 'error: TypeError: aten::copy_: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                 'float64, float16, bfloat16, int64, int32, int16, in',
- ('cholesky_inverse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::cholesky_inverse does not support torch.complex64 tensors on the '
-                                               'tpu device yet (the ops that do are listed in the README unde',
- ('cholesky_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_cholesky_solve_helper does not support torch.complex64 tensors on '
-                                             'the tpu device yet (the ops that do are listed in the READM',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',
  ('geqrf', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::geqrf does not support torch.complex64 tensors on the tpu device yet (the ops '
@@ -49,14 +45,8 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                       'float32, float64, float16, bfloat16, int64, int32,',
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
- ('linalg.cholesky', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cholesky_ex.L does not support torch.complex64 tensors on '
-                                              'the tpu device yet (the ops that do are listed in the README ',
- ('linalg.cholesky_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_cholesky_ex.L does not support torch.complex64 tensors on '
-                                                 'the tpu device yet (the ops that do are listed in the README ',
  ('linalg.cond', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
                                           'device yet (the ops that do are listed in the README under "',
- ('linalg.det', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_det.result does not support torch.complex64 tensors on the tpu '
-                                         'device yet (the ops that do are listed in the README un',
  ('linalg.eig', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_eig does not support torch.complex64 tensors on the tpu device '
                                          'yet (the ops that do are listed in the README under "Com',
  ('linalg.eig', '', 'float32', 'fwd'): 'not lowered: aten::linalg_eig',
@@ -74,10 +64,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                               'on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.householder_product', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_householder_product does not support '
                                                          'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the R',
- ('linalg.inv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_inv_ex.inverse does not support torch.complex64 tensors on the '
-                                         'tpu device yet (the ops that do are listed in the README',
- ('linalg.inv_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_inv_ex.inverse does not support torch.complex64 tensors on the '
-                                            'tpu device yet (the ops that do are listed in the README',
  ('linalg.ldl_factor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 tensors '
                                                 'on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.ldl_factor_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 '
@@ -88,14 +74,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                            'device yet (the ops that do are listed in the README unde',
  ('linalg.lstsq', 'grad_oriented', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lstsq.out does not support torch.complex64 tensors '
                                                         'on the tpu device yet (the ops that do are listed in the README unde',
- ('linalg.lu', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu.out does not support torch.complex64 tensors on the tpu device '
-                                        'yet (the ops that do are listed in the README under "',
- ('linalg.lu_factor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 tensors '
-                                               'on the tpu device yet (the ops that do are listed in the READ',
- ('linalg.lu_factor_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 '
-                                                  'tensors on the tpu device yet (the ops that do are listed in the READ',
- ('linalg.lu_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_solve.out does not support torch.complex64 tensors on the '
-                                              'tpu device yet (the ops that do are listed in the README u',
  ('linalg.matrix_rank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the '
                                                  'tpu device yet (the ops that do are listed in the README under "',
  ('linalg.matrix_rank', 'hermitian', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support '
@@ -112,34 +90,14 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                            'device yet (the ops that do are listed in the README unde',
  ('linalg.qr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu device '
                                         'yet (the ops that do are listed in the README under "',
- ('linalg.slogdet', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_slogdet.sign does not support torch.complex64 tensors on the '
-                                             'tpu device yet (the ops that do are listed in the README ',
- ('linalg.solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_solve_ex.result does not support torch.complex64 tensors on '
-                                           'the tpu device yet (the ops that do are listed in the READ',
- ('linalg.solve_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_solve_ex.result does not support torch.complex64 tensors on '
-                                              'the tpu device yet (the ops that do are listed in the READ',
- ('linalg.solve_triangular', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_solve_triangular does not support torch.complex64 '
-                                                      'tensors on the tpu device yet (the ops that do are listed in the READ',
  ('linalg.svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
                                          'yet (the ops that do are listed in the README under "',
  ('linalg.svdvals', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
                                              'device yet (the ops that do are listed in the README under "',
- ('linalg.tensorinv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_inv_ex.inverse does not support torch.complex64 tensors on '
-                                               'the tpu device yet (the ops that do are listed in the README',
- ('linalg.tensorsolve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_solve_ex.result does not support torch.complex64 tensors '
-                                                 'on the tpu device yet (the ops that do are listed in the READ',
  ('logaddexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logaddexp.out does not support torch.complex64 tensors on the tpu device '
                                         'yet (the ops that do are listed in the README under "',
  ('logcumsumexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_logcumsumexp does not support torch.complex64 tensors on the tpu '
                                            'device yet (the ops that do are listed in the README under "',
- ('logdet', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_slogdet.sign does not support torch.complex64 tensors on the tpu '
-                                     'device yet (the ops that do are listed in the README ',
- ('lu', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_factor_ex.out does not support torch.complex64 tensors on the tpu '
-                                 'device yet (the ops that do are listed in the READ',
- ('lu_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lu_solve.out does not support torch.complex64 tensors on the tpu '
-                                       'device yet (the ops that do are listed in the README u',
- ('lu_unpack', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::lu_unpack.out does not support torch.complex64 tensors on the tpu device '
-                                        'yet (the ops that do are listed in the README under "',
  ('matrix_exp', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
                                          'device yet (the ops that do are listed in the README und',
@@ -194,8 +152,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('topk', '', 'bfloat16', 'fwd'): 'mismatch (sample 1): Tensor-likes are not close!',
  ('topk', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('topk', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
- ('triangular_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::triangular_solve.X does not support torch.complex64 tensors on the '
-                                               'tpu device yet (the ops that do are listed in the README un',
  ('view_as_complex', '', 'float16', 'fwd'): 'error: TypeError: aten::copy_ (tpu -> cpu): dtype torch.complex32 is not supported on the tpu device '
                                             '(supported: float32, float64, float16, bfloat16, int64, int'}
 

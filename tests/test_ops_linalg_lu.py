@@ -158,3 +158,26 @@ def test_ldl_factor_and_solve(dtype):
     b = rand(6, 5, 2, dtype=dtype, seed=11)
     ld, piv = torch.linalg.ldl_factor(a)
     assert_same(*run_both(torch.linalg.ldl_solve, ld, piv, b), **tol(dtype, 1e-3))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "sliced"])
+def test_det_gradients_of_noncontiguous_inputs(layout):
+    # ATen's det/slogdet factor A^T only when A is contiguous, and their
+    # backward solves with the LU under that same assumption: factoring A^T
+    # for a non-contiguous A gave wrong gradients.
+    base = rand(2, 4, 6, dtype=torch.float64, seed=13)
+    a = base[0, :, :4].mT if layout == "transposed" else base[:, :, :4]
+    assert not a.is_contiguous()
+
+    def grads(x):
+        x = x.detach().requires_grad_()
+        g1, = torch.autograd.grad(torch.linalg.det(x).sum(), x)
+        g2, = torch.autograd.grad(torch.linalg.slogdet(x)[1].sum(), x)
+        g3, = torch.autograd.grad(torch.logdet(x @ x.mT).sum(), x)
+        return g1, g2, g3
+
+    t_in = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="tpu")
+    t_in.copy_(a)
+    assert t_in.stride() == a.stride()
+    assert_same(grads(t_in), grads(a), rtol=1e-9, atol=1e-9)
+    assert_same(torch.ops.aten._linalg_det(t_in), torch.ops.aten._linalg_det(a), rtol=1e-9, atol=1e-9)

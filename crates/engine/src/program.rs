@@ -367,6 +367,7 @@ pub fn record(
                         dtype: t.dtype,
                         shape: t.sizes.clone(),
                         wrapped_number: t.wrapped,
+                        contiguous: t.is_contiguous(),
                     }),
                     None => Arg::None,
                 }
@@ -383,6 +384,7 @@ pub fn record(
                                 dtype: t.dtype,
                                 shape: t.sizes.clone(),
                                 wrapped_number: t.wrapped,
+                                contiguous: t.is_contiguous(),
                             }));
                         }
                         None => list.push(None),
@@ -397,7 +399,7 @@ pub fn record(
             CallValue::HostTensor { dtype, sizes, .. } => {
                 inputs.push(Input::Host { arg: ai });
                 let value = b.arg(TensorType::new(*dtype, sizes.clone()));
-                Arg::Tensor(TensorArg { value, dtype: *dtype, shape: sizes.clone(), wrapped_number: false })
+                Arg::Tensor(TensorArg { value, dtype: *dtype, shape: sizes.clone(), wrapped_number: false, contiguous: true })
             }
             CallValue::Scalar { dtype, f, i, from_tensor } => {
                 // A CPU tensor's value stays an argument: it changes between calls.

@@ -14,6 +14,10 @@ pub struct TensorArg {
     pub shape: Vec<i64>,
     /// A 0-dim CPU tensor or a wrapped Python number: weakest in promotion.
     pub wrapped_number: bool,
+    /// Whether the tensor's strides are row-major contiguous: ATen picks
+    /// between equivalent formulas by it (det factors A^T when A is), and
+    /// the backward formulas assume that choice.
+    pub contiguous: bool,
 }
 
 /// A Python number (or 0-dim CPU tensor) passed as a runtime value, so that
@@ -56,7 +60,7 @@ pub enum Arg {
 impl Arg {
     /// A tensor argument built inside a lowering (for `Lower::call`).
     pub fn tensor(value: Value, dtype: DType, shape: &[i64]) -> Arg {
-        Arg::Tensor(TensorArg { value, dtype, shape: shape.to_vec(), wrapped_number: false })
+        Arg::Tensor(TensorArg { value, dtype, shape: shape.to_vec(), wrapped_number: false, contiguous: true })
     }
 }
 

@@ -50,6 +50,7 @@ pub use ops_conv::{ConvDims, ConvWindow};
 pub use ops_elementwise::CompareDir;
 pub use ops_fft::FftType;
 pub use ops_index::{GatherDims, ScatterDims};
+pub use ops_linalg::Transpose;
 pub use ops_misc::RngAlgorithm;
 pub use ops_shape::broadcast_shapes;
 pub use types::TensorType;

@@ -1,7 +1,8 @@
 //! Cholesky family on `stablehlo.cholesky` / `stablehlo.triangular_solve`:
 //! linalg_cholesky_ex (+ info), cholesky, triangular_solve,
-//! linalg_solve_triangular, cholesky_solve and cholesky_inverse (float32/64).
-use stablehlo::{CompareDir, DType, Value};
+//! linalg_solve_triangular, cholesky_solve and cholesky_inverse (float32/64,
+//! complex64/128: A = L L^H).
+use stablehlo::{CompareDir, DType, Transpose, Value};
 
 use crate::args::{Args, TensorArg};
 use crate::bail;
@@ -29,7 +30,7 @@ fn square(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
         bail!(Runtime, "{}: {what} must be batches of square matrices, but they are {} by {} matrices",
             lx.op, t.shape.get(r.wrapping_sub(2)).copied().unwrap_or(0), t.shape.last().copied().unwrap_or(0));
     }
-    if !matches!(t.dtype, DType::F32 | DType::F64) {
+    if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
         bail!(Runtime, "{}: Low precision dtypes not supported. Got {:?} for {what} (tpu supports float32/float64)", lx.op, t.dtype);
     }
     Ok(())
@@ -47,36 +48,35 @@ fn tri(lx: &mut Lower, x: Value, lower: bool) -> Result<Value> {
 }
 
 /// Returns (factor, info i32[batch]).
+///
+/// XLA's `stablehlo.cholesky` is fast but fills a matrix it cannot factor
+/// with NaN, where LAPACK's potrf stops at the first non-positive pivot,
+/// reports it in info (1-based) and leaves the factorization up to there.
+/// So a failed matrix is factored again by `potf2` (a loop that runs only
+/// when some matrix failed), and its result replaces XLA's for it.
 fn chol(lx: &mut Lower, a: &TensorArg, upper: bool, check: bool) -> Result<(Value, Value)> {
     square(lx, a, "A")?;
     let r = a.shape.len();
     let n = a.shape[r - 1];
-    let l = lx.b.cholesky(a.value, true)?;
+    let batch = a.shape[..r - 2].to_vec();
+    let bt: i64 = batch.iter().product();
+    let fast = lx.b.cholesky(a.value, true)?;
+    let fast = lx.b.reshape(fast, &[bt, n, n])?;
+    // XLA failed on a matrix iff its factor has a NaN.
+    let nan = lx.b.compare(fast, fast, CompareDir::Ne)?;
+    let failed = lx.b.reduce_or(nan, &[1, 2])?; // [bt]
+    let any_failed = if bt > 0 { lx.b.reduce_or(failed, &[0])? } else { lx.b.constant_i64(DType::Bool, 0) };
+    let a3 = lx.b.reshape(a.value, &[bt, n, n])?;
+    let (slow, info) = potf2(lx, a3, any_failed)?;
+    let zi = lx.full(DType::I32, 0.0, &[bt])?;
+    let use_slow = lx.b.compare(info, zi, CompareDir::Ne)?;
+    let use_slow = lx.b.broadcast_in_dim(use_slow, &[bt, n, n], &[0])?;
+    let l = lx.b.select(use_slow, slow, fast)?;
     let l = tri(lx, l, true)?;
-    // info: 1 + first diagonal index that is not > 0 (NaN included), else 0.
-    let s = a.shape.clone();
-    let row = lx.b.iota(DType::I64, &s, r as i64 - 2)?;
-    let col = lx.b.iota(DType::I64, &s, r as i64 - 1)?;
-    let on_diag = lx.b.compare(row, col, CompareDir::Eq)?;
-    let zero = lx.full_like(l, 0.0)?;
-    let dvals = lx.b.select(on_diag, l, zero)?;
-    let diag = lx.b.reduce_sum(dvals, &[r as i64 - 1])?; // [.., n]
-    let dz = lx.full_like(diag, 0.0)?;
-    let good = lx.b.compare(diag, dz, CompareDir::Gt)?;
-    let ds = lx.shape(diag);
-    let idx = lx.b.iota(DType::I64, &ds, r as i64 - 2)?;
-    let one = lx.full(DType::I64, 1.0, &ds)?;
-    let idx1 = lx.b.add(idx, one)?;
-    let big = lx.full(DType::I64, (n + 1) as f64, &ds)?;
-    let cand = lx.b.select(good, big, idx1)?;
-    let first = lx.b.reduce_min(cand, &[r as i64 - 2])?;
-    let bs = lx.shape(first);
-    let bigb = lx.full(DType::I64, (n + 1) as f64, &bs)?;
-    let ok = lx.b.compare(first, bigb, CompareDir::Ge)?; // also the empty-matrix identity
-    let zb = lx.full(DType::I64, 0.0, &bs)?;
-    let info = lx.b.select(ok, zb, first)?;
-    let info = lx.cast(info, DType::I32)?;
+    let l = lx.b.reshape(l, &a.shape)?;
+    let info = lx.b.reshape(info, &batch)?;
     if check {
+        let bs = lx.shape(info);
         let rank = bs.len() as i64;
         let dims: Vec<i64> = (0..rank).collect();
         let z32 = lx.full(DType::I32, 0.0, &bs)?;
@@ -84,13 +84,91 @@ fn chol(lx: &mut Lower, a: &TensorArg, upper: bool, check: bool) -> Result<(Valu
         let any = if rank > 0 { lx.b.reduce_or(bad, &dims)? } else { bad };
         lx.check_linalg(any, format!("{}: The factorization could not be completed because the input is not positive-definite.", lx.op));
     }
-    let out = if upper {
-        let perm: Vec<i64> = (0..r as i64 - 2).chain([r as i64 - 1, r as i64 - 2]).collect();
-        lx.b.transpose(l, &perm)?
-    } else {
-        l
-    };
+    let out = if upper { adjoint(lx, l)? } else { l };
     Ok((out, info))
+}
+
+/// LAPACK's unblocked Cholesky (potf2, lower) of `a` `[B, n, n]`, one column
+/// per iteration, while `run`: column j's pivot d = A[j, j] after the earlier
+/// columns' updates; d > 0 (not NaN) makes L[j, j] = sqrt(d), divides the
+/// column below by it and updates the trailing block; otherwise info = j + 1
+/// and the matrix is left as it is. Returns (A factored in place, info).
+fn potf2(lx: &mut Lower, a: Value, run: Value) -> Result<(Value, Value)> {
+    let s = lx.shape(a);
+    let (bt, n) = (s[0], s[1]);
+    let info0 = lx.full(DType::I32, 0.0, &[bt])?;
+    if bt * n == 0 {
+        return Ok((a, info0));
+    }
+    let j0 = lx.b.constant_i64(DType::I64, 0);
+    let op = lx.op.to_string();
+    let out = lx.b.while_loop::<crate::error::LowerError>(
+        &[j0, a, info0, run],
+        |b, c| {
+            let nn = b.constant_i64(DType::I64, n);
+            let more = b.compare(c[0], nn, CompareDir::Lt)?;
+            Ok(b.and(more, c[3])?)
+        },
+        |b, c| {
+            let l = &mut Lower::new(b, &op);
+            let (j, a, info) = (c[0], c[1], c[2]);
+            let dt = l.dtype(a);
+            let bnn = [bt, n, n];
+            let z = l.b.constant_i64(DType::I64, 0);
+            let col = l.b.dynamic_slice(a, &[z, z, j], &[bt, n, 1])?;
+            let col = l.b.reshape(col, &[bt, n])?;
+            let rid = l.b.iota(DType::I64, &[bt, n], 1)?;
+            let jn = l.b.broadcast_in_dim(j, &[bt, n], &[])?;
+            let at_j = l.b.compare(rid, jn, CompareDir::Eq)?;
+            let zc = l.full_like(col, 0.0)?;
+            let dv = l.b.select(at_j, col, zc)?;
+            let d = l.b.reduce_sum(dv, &[1])?; // [bt]
+            let d = if dt.is_complex() { l.b.real(d)? } else { d };
+            let zd = l.full_like(d, 0.0)?;
+            let ok = l.b.compare(d, zd, CompareDir::Gt)?;
+            let zi = l.full(DType::I32, 0.0, &[bt])?;
+            let active = l.b.compare(info, zi, CompareDir::Eq)?;
+            let proceed = l.b.and(active, ok)?;
+            let not_ok = l.b.not(ok)?;
+            let fail = l.b.and(active, not_ok)?;
+            let one = l.b.constant_i64(DType::I64, 1);
+            let j1 = l.b.add(j, one)?;
+            let j1i = l.b.convert(j1, DType::I32)?;
+            let j1b = l.b.broadcast_in_dim(j1i, &[bt], &[])?;
+            let info = l.b.select(fail, j1b, info)?;
+            // The new column: sqrt(d) on the diagonal, the rest below divided by it.
+            let ones = l.full_like(d, 1.0)?;
+            let safe = l.b.select(ok, d, ones)?;
+            let ljj = l.b.sqrt(safe)?;
+            let ljj = l.cast(ljj, dt)?;
+            let ljjn = l.b.broadcast_in_dim(ljj, &[bt, n], &[0])?;
+            let below = l.b.compare(rid, jn, CompareDir::Gt)?;
+            let scaled = l.b.div(col, ljjn)?;
+            let newcol = l.b.select(below, scaled, col)?;
+            let newcol = l.b.select(at_j, ljjn, newcol)?;
+            let upd_col = l.b.reshape(newcol, &[bt, n, 1])?;
+            let a1 = l.b.dynamic_update_slice(a, upd_col, &[z, z, j])?;
+            // Trailing update A[i, k] -= L[i, j] conj(L[k, j]) for i, k > j.
+            let below_col = l.b.select(below, newcol, zc)?;
+            let li = l.b.broadcast_in_dim(below_col, &bnn, &[0, 1])?;
+            let lk = if dt.is_complex() { l.b.conj(below_col)? } else { below_col };
+            let lk = l.b.broadcast_in_dim(lk, &bnn, &[0, 2])?;
+            let prod = l.b.mul(li, lk)?;
+            let a1 = l.b.sub(a1, prod)?;
+            let p3 = l.b.broadcast_in_dim(proceed, &bnn, &[0])?;
+            let a = l.b.select(p3, a1, a)?;
+            Ok(vec![j1, a, info, c[3]])
+        },
+    )?;
+    Ok((out[1], out[2]))
+}
+
+/// The conjugate transpose of the last two dims.
+fn adjoint(lx: &mut Lower, x: Value) -> Result<Value> {
+    let r = lx.shape(x).len() as i64;
+    let perm: Vec<i64> = (0..r - 2).chain([r - 1, r - 2]).collect();
+    let t = lx.b.transpose(x, &perm)?;
+    Ok(if lx.dtype(t).is_complex() { lx.b.conj(t)? } else { t })
 }
 
 /// (self, *, upper=False, check_errors=False) -> (L, info)
@@ -135,7 +213,8 @@ fn triangular_solve(lx: &mut Lower, args: &Args) -> R {
     square(lx, a, "A")?;
     let (upper, trans, unit) = (args.bool_or(2, true)?, args.bool_or(3, false)?, args.bool_or(4, false)?);
     let (av, bv) = bcast_batch(lx, a, b)?;
-    let x = lx.b.triangular_solve(av, bv, true, !upper, unit, trans)?;
+    let op = if trans { Transpose::Transpose } else { Transpose::No };
+    let x = lx.b.triangular_solve(av, bv, true, !upper, unit, op)?;
     Ok(vec![x, av])
 }
 
@@ -145,21 +224,22 @@ fn linalg_solve_triangular(lx: &mut Lower, args: &Args) -> R {
     square(lx, a, "A")?;
     let (upper, left, unit) = (args.bool_or(2, false)?, args.bool_or(3, true)?, args.bool_or(4, false)?);
     let (av, bv) = bcast_batch(lx, a, b)?;
-    Ok(vec![lx.b.triangular_solve(av, bv, left, !upper, unit, false)?])
+    Ok(vec![lx.b.triangular_solve(av, bv, left, !upper, unit, Transpose::No)?])
 }
 
-/// cholesky_solve(self=B, L, upper=False): A^-1 B with A = L L^T (or U^T U).
+/// cholesky_solve(self=B, L, upper=False): A^-1 B with A = L L^H (or U^H U).
 fn cholesky_solve(lx: &mut Lower, args: &Args) -> R {
     let (b, l) = (args.tensor(0)?, args.tensor(1)?);
     square(lx, l, "A")?;
     let upper = args.bool_or(2, false)?;
     let (lv, bv) = bcast_batch(lx, l, b)?;
-    // lower: L Y = B, L^T X = Y.  upper: U^T Y = B, U X = Y.
-    let y = lx.b.triangular_solve(lv, bv, true, !upper, false, upper)?;
-    Ok(vec![lx.b.triangular_solve(lv, y, true, !upper, false, !upper)?])
+    // lower: L Y = B, L^H X = Y.  upper: U^H Y = B, U X = Y.
+    let (first, second) = if upper { (Transpose::Adjoint, Transpose::No) } else { (Transpose::No, Transpose::Adjoint) };
+    let y = lx.b.triangular_solve(lv, bv, true, !upper, false, first)?;
+    Ok(vec![lx.b.triangular_solve(lv, y, true, !upper, false, second)?])
 }
 
-/// cholesky_inverse(self=L, upper=False): (L L^T)^-1 or (U^T U)^-1.
+/// cholesky_inverse(self=L, upper=False): (L L^H)^-1 or (U^H U)^-1.
 fn cholesky_inverse(lx: &mut Lower, args: &Args) -> R {
     let l = args.tensor(0)?;
     square(lx, l, "A")?;
@@ -169,9 +249,11 @@ fn cholesky_inverse(lx: &mut Lower, args: &Args) -> R {
     let cols = lx.b.iota(DType::I64, &l.shape, r - 1)?;
     let eye = lx.b.compare(rows, cols, CompareDir::Eq)?;
     let eye = lx.cast(eye, l.dtype)?;
-    let inv = lx.b.triangular_solve(l.value, eye, true, !upper, false, false)?;
+    let inv = lx.b.triangular_solve(l.value, eye, true, !upper, false, Transpose::No)?;
     let batch: Vec<i64> = (0..r - 2).collect();
-    // lower: Linv^T Linv (contract rows); upper: Uinv Uinv^T (contract cols).
+    // lower: Linv^H Linv (contract rows); upper: Uinv Uinv^H (contract cols).
     let c = if upper { r - 1 } else { r - 2 };
-    Ok(vec![lx.b.dot_general(inv, inv, &batch, &batch, &[c], &[c], None)?])
+    let conj = if l.dtype.is_complex() { lx.b.conj(inv)? } else { inv };
+    let (lhs, rhs) = if upper { (inv, conj) } else { (conj, inv) };
+    Ok(vec![lx.b.dot_general(lhs, rhs, &batch, &batch, &[c], &[c], None)?])
 }

@@ -205,7 +205,7 @@ fn mask_as_coordinates(lx: &mut Lower, t: &TensorArg, ind: Vec<Option<TensorArg>
         dynamic::unravel(lx, flat, &m.shape, count)?
     };
     let mut out = ind[..i].to_vec();
-    out.extend(coords.into_iter().map(|value| Some(TensorArg { value, dtype: DType::I64, shape: vec![count], wrapped_number: false })));
+    out.extend(coords.into_iter().map(|value| Some(TensorArg { value, dtype: DType::I64, shape: vec![count], wrapped_number: false, contiguous: true })));
     out.extend(ind[i + 1..].iter().cloned());
     Ok(out)
 }

@@ -280,6 +280,7 @@ pub(super) fn scatter_reduce(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> 
         dtype: DType::F32,
         shape: t.shape.clone(),
         wrapped_number: false,
+        contiguous: true,
     };
     let zeros = lx.full(DType::F32, 0.0, &t.shape)?;
     let counts = scatter_core(lx, &fake, zeros, d, index, ones, Combine::Add)?;

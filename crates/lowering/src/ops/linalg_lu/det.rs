@@ -1,12 +1,15 @@
 //! Determinants from the LU factorization: _linalg_det (det, LU, pivots) and
-//! _linalg_slogdet (sign, logabsdet, LU, pivots). Like ATen for real inputs,
-//! they factor A^T (det(A^T) = det(A)); the backward formulas rely on that.
+//! _linalg_slogdet (sign, logabsdet, LU, pivots). Like ATen, they factor
+//! A^T (det(A^T) = det(A)) when A is real and contiguous, else A itself; the
+//! backward formulas pick the matching solve by the same test, so the
+//! returned LU must follow it.
 use stablehlo::{CompareDir, DType, Value};
 
 use super::getrf::{factor, Lu};
 use super::{check_float, check_square, diagonal, flat3, mt, unflat};
 use crate::args::Args;
 use crate::ctx::Lower;
+use crate::ops::complex;
 use crate::error::Result;
 
 type R = Result<Vec<Value>>;
@@ -33,8 +36,8 @@ fn factor_t(lx: &mut Lower, args: &Args, api: &str) -> Result<(Lu, Vec<i64>, DTy
     check_square(lx, a, api)?;
     check_float(lx, a, api)?;
     let (a3, batch) = flat3(lx, a.value)?;
-    let at = mt(lx, a3)?;
-    Ok((factor(lx, at)?, batch, a.dtype))
+    let a3 = if a.contiguous && !a.dtype.is_complex() { mt(lx, a3)? } else { a3 };
+    Ok((factor(lx, a3)?, batch, a.dtype))
 }
 
 /// _linalg_det(A) -> (result, LU, pivots)
@@ -52,11 +55,15 @@ pub(super) fn linalg_det(lx: &mut Lower, args: &Args) -> R {
 pub(super) fn linalg_slogdet(lx: &mut Lower, args: &Args) -> R {
     let (f, batch, dt) = factor_t(lx, args, "linalg.slogdet")?;
     let d = diagonal(lx, f.lu)?;
-    let sg = lx.b.sign(d)?;
+    // Complex: the product of the unit phases d / |d|.
+    let (sg, ad) = if dt.is_complex() {
+        (complex::sgn(lx, d)?, complex::abs(lx, d)?)
+    } else {
+        (lx.b.sign(d)?, lx.b.abs(d)?)
+    };
     let sg = lx.b.reduce_prod(sg, &[1])?;
     let sp = det_p(lx, f.piv, dt)?;
     let sign = lx.b.mul(sg, sp)?;
-    let ad = lx.b.abs(d)?;
     let lg = lx.b.log(ad)?;
     let logabs = lx.b.reduce_sum(lg, &[1])?;
     let sign = lx.b.reshape(sign, &batch)?;

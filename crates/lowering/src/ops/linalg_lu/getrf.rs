@@ -1,6 +1,7 @@
 //! LU factorization with partial pivoting (LAPACK getrf / getf2): a
 //! `stablehlo.while` over the columns; column j takes the first row of largest
-//! |a| at or below the diagonal as pivot, swaps whole rows, scales the column by
+//! |a| at or below the diagonal as pivot (for complex a, LAPACK's
+//! |re| + |im|, so the pivots match zgetrf's), swaps whole rows, scales the column by
 //! the pivot's reciprocal and updates the trailing block. Pivots are 1-based
 //! int32 like LAPACK's ipiv; info is the first zero pivot (1-based) or 0.
 //! Lowers linalg_lu_factor_ex, linalg_lu and lu_unpack.
@@ -29,8 +30,28 @@ pub(super) struct Lu {
 /// The smallest f such that 1/f does not overflow (LAPACK's sfmin).
 fn sfmin(dt: DType) -> f64 {
     match dt {
-        DType::F64 => f64::MIN_POSITIVE,
+        DType::F64 | DType::C128 => f64::MIN_POSITIVE,
         _ => f32::MIN_POSITIVE as f64,
+    }
+}
+
+/// The pivot-search magnitude: |x|, or |re| + |im| for complex (izamax's).
+fn pivot_magnitude(l: &mut Lower, x: Value) -> Result<Value> {
+    if !l.dtype(x).is_complex() {
+        return Ok(l.b.abs(x)?);
+    }
+    let re = l.b.real(x)?;
+    let im = l.b.imag(x)?;
+    let (re, im) = (l.b.abs(re)?, l.b.abs(im)?);
+    Ok(l.b.add(re, im)?)
+}
+
+/// The modulus |x| (real for complex x).
+fn modulus(l: &mut Lower, x: Value) -> Result<Value> {
+    if l.dtype(x).is_complex() {
+        crate::ops::complex::abs(l, x)
+    } else {
+        Ok(l.b.abs(x)?)
     }
 }
 
@@ -65,6 +86,7 @@ fn step(l: &mut Lower, c: &[Value], bt: i64, m: i64, n: i64, k: i64) -> R {
     use CompareDir::*;
     let (j, a, piv, perm, info) = (c[0], c[1], c[2], c[3], c[4]);
     let dt = l.dtype(a);
+    let real_dt = dt.complex_part().unwrap_or(dt);
     let z = l.b.constant_i64(DType::I64, 0);
     let bm = [bt, m];
     let bmn = [bt, m, n];
@@ -74,8 +96,8 @@ fn step(l: &mut Lower, c: &[Value], bt: i64, m: i64, n: i64, k: i64) -> R {
     let rid = l.b.iota(DType::I64, &bm, 1)?;
     let jm = bc(l, j, &bm, &[])?;
     let at_or_below = l.b.compare(rid, jm, Ge)?;
-    let absc = l.b.abs(col)?;
-    let neg = l.full(dt, -1.0, &bm)?;
+    let absc = pivot_magnitude(l, col)?;
+    let neg = l.full(real_dt, -1.0, &bm)?;
     let cand = l.b.select(at_or_below, absc, neg)?;
     let mx = l.b.reduce_max(cand, &[1])?;
     let mxb = bc(l, mx, &bm, &[0])?;
@@ -116,8 +138,8 @@ fn step(l: &mut Lower, c: &[Value], bt: i64, m: i64, n: i64, k: i64) -> R {
     let pb = bc(l, p, &bm, &[0])?;
     let zm = l.full(dt, 0.0, &bm)?;
     let nz = l.b.compare(pb, zm, Ne)?;
-    let pabs = l.b.abs(pb)?;
-    let sf = l.full(dt, sfmin(dt), &bm)?;
+    let pabs = modulus(l, pb)?;
+    let sf = l.full(real_dt, sfmin(dt), &bm)?;
     let big = l.b.compare(pabs, sf, Ge)?;
     let onem = l.full(dt, 1.0, &bm)?;
     let recip = l.b.div(onem, pb)?;

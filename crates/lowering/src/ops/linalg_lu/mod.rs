@@ -37,13 +37,16 @@ pub const OPS: &[OpEntry] = &[
     op!("linalg_ldl_solve", ldl_solve::linalg_ldl_solve),
 ];
 
-/// Checks that `t` is a (batch of) matrix of float32/float64 for `api`.
+/// Checks that `t` is a (batch of) matrix of float32/float64 or
+/// complex64/complex128 for `api`. (Complex tensors only reach the lowerings
+/// that `ops::complex::COMPLEX_OPS` lists.)
 pub(super) fn check_float(lx: &Lower, t: &TensorArg, api: &str) -> Result<()> {
     if t.shape.len() < 2 {
         bail!(Runtime, "{api}: The input tensor A must have at least 2 dimensions. ({})", lx.op);
     }
     match t.dtype {
         DType::F32 | DType::F64 => Ok(()),
+        DType::C64 | DType::C128 => Ok(()),
         DType::F16 | DType::BF16 => {
             bail!(Runtime, "{api}: Low precision dtypes not supported. Got {:?} ({} on tpu supports float32/float64)", t.dtype, lx.op)
         }
@@ -84,6 +87,16 @@ pub(super) fn unflat(lx: &mut Lower, v: Value, batch: &[i64]) -> Result<Value> {
 /// Swaps the last two dims of a rank-3 value.
 pub(super) fn mt(lx: &mut Lower, v: Value) -> Result<Value> {
     Ok(lx.b.transpose(v, &[0, 2, 1])?)
+}
+
+/// The conjugate transpose of a rank-3 value (the transpose for real ones).
+pub(super) fn mh(lx: &mut Lower, v: Value) -> Result<Value> {
+    let t = mt(lx, v)?;
+    if lx.dtype(t).is_complex() {
+        Ok(lx.b.conj(t)?)
+    } else {
+        Ok(t)
+    }
 }
 
 /// Broadcasts `v` into `shape` with `dims` mapping its dims.

@@ -3,10 +3,10 @@
 //! adjoint), _linalg_solve_ex and linalg_inv_ex. Like ATen 2.15 on the CPU,
 //! solve/inv factor A itself (not A^T, unlike det/slogdet): the LU and pivots
 //! _linalg_solve_ex returns are used by linalg_solve's backward formula.
-use stablehlo::{CompareDir, DType, Value};
+use stablehlo::{CompareDir, DType, Transpose, Value};
 
 use super::getrf::{factor, perm_from_pivots};
-use super::{any, bc, broadcast_batch, check_float, check_square, eye, flat3, mt, unflat, unpack_lu};
+use super::{any, bc, broadcast_batch, check_float, check_square, eye, flat3, mh, unflat, unpack_lu};
 use crate::args::{Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
@@ -36,7 +36,7 @@ fn perm_sel(lx: &mut Lower, perm: Value, inverse: bool) -> Result<Value> {
     Ok(lx.b.compare(p, i, CompareDir::Eq)?)
 }
 
-/// Solves A X = B (`adjoint`: A^T X = B) with A = P L U packed in `lu` `[B, n, n]`,
+/// Solves A X = B (`adjoint`: A^H X = B) with A = P L U packed in `lu` `[B, n, n]`,
 /// `perm` `[B, n]` i32 its row permutation, `b` `[B, n, r]`.
 pub(super) fn solve_left(lx: &mut Lower, lu: Value, perm: Value, b: Value, adjoint: bool) -> Result<Value> {
     let s = lx.shape(b);
@@ -47,11 +47,11 @@ pub(super) fn solve_left(lx: &mut Lower, lu: Value, perm: Value, b: Value, adjoi
     if !adjoint {
         let sel = perm_sel(lx, perm, false)?;
         let y = gather_rows(lx, b, sel)?;
-        let z = lx.b.triangular_solve(l, y, true, true, true, false)?;
-        Ok(lx.b.triangular_solve(u, z, true, false, false, false)?)
+        let z = lx.b.triangular_solve(l, y, true, true, true, Transpose::No)?;
+        Ok(lx.b.triangular_solve(u, z, true, false, false, Transpose::No)?)
     } else {
-        let z = lx.b.triangular_solve(u, b, true, false, false, true)?;
-        let w = lx.b.triangular_solve(l, z, true, true, true, true)?;
+        let z = lx.b.triangular_solve(u, b, true, false, false, Transpose::Adjoint)?;
+        let w = lx.b.triangular_solve(l, z, true, true, true, Transpose::Adjoint)?;
         let sel = perm_sel(lx, perm, true)?;
         gather_rows(lx, w, sel)
     }
@@ -62,10 +62,10 @@ pub(super) fn solve_any(lx: &mut Lower, lu: Value, perm: Value, b: Value, left: 
     if left {
         return solve_left(lx, lu, perm, b, adjoint);
     }
-    // X A = B  <=>  A^T X^T = B^T;  X A^T = B  <=>  A X^T = B^T.
-    let bt = mt(lx, b)?;
-    let x = solve_left(lx, lu, perm, bt, !adjoint)?;
-    mt(lx, x)
+    // X A = B  <=>  A^H X^H = B^H;  X A^H = B  <=>  A X^H = B^H.
+    let bh = mh(lx, b)?;
+    let x = solve_left(lx, lu, perm, bh, !adjoint)?;
+    mh(lx, x)
 }
 
 /// Broadcasts LU `[.., n, n]`, pivots `[.., n]` and B `[.., p, q]` to one batch

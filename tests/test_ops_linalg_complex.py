@@ -1,0 +1,144 @@
+"""Complex linear algebra on tpu against the CPU (LAPACK/MKL): the LU family
+(lu_factor, lu, lu_unpack, lu_solve with left/adjoint, solve, inv, det,
+slogdet) and the Cholesky family (cholesky, cholesky_ex, cholesky_solve,
+cholesky_inverse, solve_triangular, triangular_solve), in complex64 and
+complex128, forward and gradients of real losses."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_tpu_rs
+from conftest import assert_same, run_both
+
+COMPLEX = [torch.complex64, torch.complex128]
+
+
+def crand(*shape, dtype=torch.complex64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.complex128).to(dtype)
+
+
+def tol(dtype):
+    return dict(rtol=2e-4, atol=2e-4) if dtype == torch.complex64 else dict(rtol=1e-9, atol=1e-9)
+
+
+def hpd(*shape, dtype, seed):
+    """Hermitian positive-definite matrices."""
+    a = crand(*shape, dtype=torch.complex128, seed=seed)
+    n = shape[-1]
+    return (a @ a.mH + n * torch.eye(n, dtype=torch.complex128)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_lu_factor_pivots_match_zgetrf(dtype):
+    # Pivots follow LAPACK's |re| + |im| (izamax), not the modulus: in column 0,
+    # 3+3j has the larger |re| + |im| (6 > 5) but the smaller modulus (4.24 < 5).
+    a = torch.tensor([[1 + 0j, 2, 0], [3 + 3j, 1, 1j], [5 + 0j, 0, 2]], dtype=dtype)
+    t, c = run_both(torch.linalg.lu_factor_ex, a)
+    assert_same(t[1], c[1])
+    assert c[1][0].item() == 2  # the |re| + |im| rule picked row 2 (1-based)
+    assert_same(t, c, **tol(dtype))
+    for shape in [(5, 5), (2, 3, 4, 6), (6, 4), (0, 3, 3)]:
+        t, c = run_both(torch.linalg.lu_factor_ex, crand(*shape, dtype=dtype, seed=1))
+        assert_same(t, c, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_lu_and_unpack(dtype):
+    a = crand(2, 4, 6, dtype=dtype, seed=2)
+    assert_same(*run_both(torch.linalg.lu, a), **tol(dtype))
+    lu, piv = torch.linalg.lu_factor(a)
+    assert_same(*run_both(torch.lu_unpack, lu, piv), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [True, False])
+def test_lu_solve(dtype, left, adjoint):
+    a = crand(2, 4, 4, dtype=dtype, seed=3)
+    b = crand(3, 1, 4, 2, dtype=dtype, seed=4) if left else crand(3, 1, 2, 4, dtype=dtype, seed=4)
+    lu, piv = torch.linalg.lu_factor(a)
+    t, c = run_both(lambda x, p, y: torch.linalg.lu_solve(x, p, y, left=left, adjoint=adjoint), lu, piv, b)
+    assert_same(t, c, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_solve_inv_det(dtype):
+    a = crand(3, 5, 5, dtype=dtype, seed=5)
+    b = crand(3, 5, 2, dtype=dtype, seed=6)
+    assert_same(*run_both(torch.linalg.solve, a, b), **tol(dtype))
+    assert_same(*run_both(lambda x, y: torch.linalg.solve(x, y, left=False), a, b.mT), **tol(dtype))
+    assert_same(*run_both(torch.linalg.solve, a, b[..., 0]), **tol(dtype))
+    assert_same(*run_both(torch.linalg.inv, a), **tol(dtype))
+    assert_same(*run_both(torch.linalg.det, a), **tol(dtype))
+    assert_same(*run_both(torch.linalg.slogdet, a), **tol(dtype))
+    assert_same(*run_both(torch.logdet, hpd(5, 5, dtype=dtype, seed=7)), **tol(dtype))
+    # The LU that det returns is of A itself for complex A (the backward relies on it).
+    assert_same(*run_both(torch.ops.aten._linalg_det, a), **tol(dtype))
+    assert_same(*run_both(torch.ops.aten._linalg_slogdet, a), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_family(dtype, upper):
+    a = hpd(2, 4, 4, dtype=dtype, seed=8)
+    b = crand(2, 4, 3, dtype=dtype, seed=9)
+    assert_same(*run_both(lambda x: torch.linalg.cholesky(x, upper=upper), a), **tol(dtype))
+    assert_same(*run_both(lambda x: torch.linalg.cholesky_ex(x, upper=upper), a), **tol(dtype))
+    f = torch.linalg.cholesky(a, upper=upper)
+    assert_same(*run_both(lambda y, x: torch.cholesky_solve(y, x, upper=upper), b, f), **tol(dtype))
+    assert_same(*run_both(lambda x: torch.cholesky_inverse(x, upper=upper), f), **tol(dtype))
+    for left in (True, False):
+        rhs = b if left else b.mT
+        t, c = run_both(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left), f, rhs)
+        assert_same(t, c, **tol(dtype))
+    for transpose in (False, True):
+        t, c = run_both(lambda y, x: torch.triangular_solve(y, x, upper=upper, transpose=transpose), b, f)
+        assert_same(t, c, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+def test_cholesky_not_positive_definite(dtype):
+    # Like LAPACK's potrf: info is the first non-positive pivot (1-based) and
+    # L holds the factorization up to it (XLA alone gives all NaN, info 1).
+    mats = [
+        torch.tensor([[1., 2], [2, 1]]),
+        torch.tensor([[4., 2, 0], [2, 1, 0], [0, 0, 1]]),  # singular: pivot 2 is 0
+        torch.tensor([[float("nan"), 0], [0, 1.]]),
+        torch.stack([torch.tensor([[1., 2], [2, 1]]), 3 * torch.eye(2)]),  # one bad, one good
+    ]
+    for a in mats:
+        t, c = run_both(torch.linalg.cholesky_ex, a.to(dtype))
+        assert_same(t, c, **tol(torch.complex64))
+        assert_same(*run_both(lambda x: torch.linalg.cholesky_ex(x, upper=True), a.to(dtype)), **tol(torch.complex64))
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.cholesky(mats[0].to(dtype).to("tpu"))
+    torch.tpu.synchronize()
+    assert_same(*run_both(torch.linalg.cholesky, hpd(3, 3, dtype=torch.complex64, seed=1)), **tol(torch.complex64))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_gradients(dtype, mode):
+    a = crand(2, 4, 4, dtype=dtype, seed=10)
+    b = crand(2, 4, 3, dtype=dtype, seed=11)
+    h = hpd(2, 4, 4, dtype=dtype, seed=12)
+    fns = [
+        lambda x, y: torch.linalg.solve(x, y).abs().sum(),
+        lambda x, y: torch.linalg.det(x).abs().sum(),
+        lambda x, y: torch.linalg.slogdet(x)[1].sum(),
+        lambda x, y: torch.linalg.inv(x).real.sum(),
+        lambda x, y: torch.view_as_real(torch.linalg.lu_factor(x)[0]).sum(),
+        lambda x, y: torch.view_as_real(torch.linalg.cholesky(x @ x.mH + 4 * torch.eye(4, device=x.device))).sum(),
+        lambda x, y: torch.cholesky_solve(y, torch.linalg.cholesky(x @ x.mH + 4 * torch.eye(4, device=x.device))).abs().sum(),
+    ]
+    torch_tpu_rs.set_eager_mode(mode)
+    for f in fns:
+        def grad(x, y):
+            x = x.clone().requires_grad_()
+            y = y.clone().requires_grad_()
+            gx, gy = torch.autograd.grad(f(x, y), (x, y), allow_unused=True)
+            return gx if gy is None else (gx, gy)
+        assert_same(*run_both(grad, a, b), **tol(dtype))
+    assert_same(*run_both(lambda x: torch.linalg.cholesky(x), h), **tol(dtype))
