@@ -27,8 +27,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                 'float64, float16, bfloat16, int64, int32, int16, in',
  ('complex', '', 'float16', 'fwd'): 'error: TypeError: aten::complex.out: dtype torch.complex32 is not supported on the tpu device (supported: '
                                     'float32, float64, float16, bfloat16, int64, int32, int',
- ('geqrf', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::geqrf does not support torch.complex64 tensors on the tpu device yet (the ops '
-                                    'that do are listed in the README under "Complex ',
  ('hash_tensor', '', 'bfloat16', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device '
                                          '(supported: float32, float64, float16, bfloat16, int64, int32,',
  ('hash_tensor', '', 'bool', 'fwd'): 'error: TypeError: aten::hash_tensor.out: dtype torch dtype #29 is not supported on the tpu device (supported: '
@@ -62,8 +60,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('linalg.eigvals', '', 'float64', 'fwd'): 'not lowered: aten::_linalg_eigvals',
  ('linalg.eigvalsh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 tensors '
                                               'on the tpu device yet (the ops that do are listed in the REA',
- ('linalg.householder_product', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_householder_product does not support '
-                                                         'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the R',
  ('linalg.ldl_factor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 tensors '
                                                 'on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.ldl_factor_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 '
@@ -88,8 +84,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                                   'tpu device yet (the ops that do are listed in the README under "',
  ('linalg.polar', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_polar.out does not support torch.complex64 tensors on the tpu '
                                            'device yet (the ops that do are listed in the README unde',
- ('linalg.qr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu device '
-                                        'yet (the ops that do are listed in the README under "',
  ('linalg.svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
                                          'yet (the ops that do are listed in the README under "',
  ('linalg.svdvals', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
@@ -104,8 +98,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('norm', 'nuc', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
                                       'yet (the ops that do are listed in the README under "',
- ('ormqr', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::ormqr does not support torch.complex64 tensors on the tpu device yet (the ops '
-                                    'that do are listed in the README under "Complex ',
  ('pca_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
                                           'device yet (the ops that do are listed in the README under "',
  ('pinverse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '

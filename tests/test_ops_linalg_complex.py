@@ -142,3 +142,42 @@ def test_gradients(dtype, mode):
             return gx if gy is None else (gx, gy)
         assert_same(*run_both(grad, a, b), **tol(dtype))
     assert_same(*run_both(lambda x: torch.linalg.cholesky(x), h), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_householder_qr(dtype, shape):
+    # zgeqrf's reflectors: real beta on R's diagonal, complex tau.
+    a = crand(*shape, dtype=dtype, seed=13)
+    assert_same(*run_both(torch.geqrf, a), **tol(dtype))
+    for mode in ("reduced", "complete", "r"):
+        assert_same(*run_both(lambda x: torch.linalg.qr(x, mode=mode), a), **tol(dtype))
+    p, tau = torch.geqrf(a)
+    if shape[-2] >= shape[-1]:
+        assert_same(*run_both(torch.linalg.householder_product, p, tau), **tol(dtype))
+    m = shape[-2]
+    for left in (True, False):
+        for transpose in (False, True):
+            c = crand(*shape[:-2], m, 2, dtype=dtype, seed=14) if left else crand(*shape[:-2], 2, m, dtype=dtype, seed=14)
+            t, cc = run_both(lambda x, y, z: torch.ormqr(x, y, z, left=left, transpose=transpose), p, tau, c)
+            assert_same(t, cc, **tol(dtype))
+
+
+def test_householder_qr_real_alpha_only():
+    # A column whose entries below the diagonal are zero but whose diagonal
+    # is not real still gets a reflector (tau != 0), as in zlarfg.
+    a = torch.tensor([[1 + 2j, 3], [0, 4 - 1j]], dtype=torch.complex128)
+    assert_same(*run_both(torch.geqrf, a), **tol(torch.complex128))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_qr_gradients(mode):
+    a = crand(4, 3, dtype=torch.complex128, seed=15)
+    torch_tpu_rs.set_eager_mode(mode)
+
+    def grad(x):
+        x = x.clone().requires_grad_()
+        q, r = torch.linalg.qr(x)
+        loss = torch.view_as_real(q).sum() + r.abs().sum()
+        return torch.autograd.grad(loss, x)[0]
+    assert_same(*run_both(grad, a), **tol(torch.complex128))

@@ -66,6 +66,8 @@ pub const COMPLEX_OPS: &[&str] = &[
     "linalg_lu_factor_ex", "linalg_lu", "lu_unpack", "linalg_lu_solve", "_linalg_solve_ex", "linalg_inv_ex",
     "_linalg_det", "_linalg_slogdet", "linalg_cholesky_ex", "linalg_cholesky", "cholesky", "triangular_solve",
     "linalg_solve_triangular", "cholesky_solve", "_cholesky_solve_helper", "cholesky_inverse",
+    // Householder QR (ops/linalg_orth/householder.rs)
+    "geqrf", "linalg_qr", "linalg_householder_product", "orgqr", "ormqr",
     // torch.fft (ops/fft.rs)
     "_fft_r2c", "_fft_c2c", "_fft_c2r",
 ];

@@ -1,10 +1,11 @@
 //! Householder QR as LAPACK does it (dgeqr2's dlarfg reflectors, so R's signs
-//! match the CPU): geqrf, linalg_qr, linalg_householder_product (orgqr) and
-//! ormqr, plus the rank-3 cores `geqrf3` / `apply_reflectors` that the SVD
-//! reuses.
+//! match the CPU; for complex inputs zgeqr2's zlarfg, whose beta is real and
+//! whose reflectors H = I - tau v v^H are applied as H^H): geqrf, linalg_qr,
+//! linalg_householder_product (orgqr) and ormqr, plus the rank-3 cores
+//! `geqrf3` / `apply_reflectors` that the SVD reuses.
 use stablehlo::{Builder, CompareDir, Value};
 
-use super::{bc, c64, div_batch, mul_batch, pow2_scale, check_matrix, cmp_k, eye3, from_batch, iota, keep, to3, triu3};
+use super::{bc, c64, conj, div_batch, mul_batch, pow2_scale, check_matrix, cmp_k, eye3, from_batch, iota, keep, to3, triu3};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
@@ -29,17 +30,29 @@ fn qr_step(b: &mut Builder, a: Value, i: Value) -> Result<(Value, Value)> {
     let alpha = keep(b, at_i, col)?;
     let alpha = b.reduce_sum(alpha, &[1])?; // [B]
     let x = keep(b, below, col)?;
-    let x2 = b.mul(x, x)?;
+    let cx = conj(b, x)?;
+    let x2 = b.mul(x, cx)?;
     let xn2 = b.reduce_sum(x2, &[1])?;
-    let a2 = b.mul(alpha, alpha)?;
-    let h = b.add(a2, xn2)?;
+    let cplx = b.dtype(a).is_complex();
+    // zlarfg: beta = -sign(re alpha) |(alpha, x)|, real; tau = (beta - alpha) / beta.
+    let (ar, ai, xn2) = if cplx { (b.real(alpha)?, b.imag(alpha)?, b.real(xn2)?) } else { (alpha, alpha, xn2) };
+    let ar2 = b.mul(ar, ar)?;
+    let mut h = b.add(ar2, xn2)?;
+    let zero = b.splat_like(ar, 0.0)?;
+    let mut nz = b.compare(xn2, zero, CompareDir::Gt)?;
+    if cplx {
+        let ai2 = b.mul(ai, ai)?;
+        h = b.add(h, ai2)?;
+        let has_im = b.compare(ai, zero, CompareDir::Ne)?;
+        nz = b.or(nz, has_im)?;
+    }
     let h = b.sqrt(h)?;
-    let zero = b.splat_like(alpha, 0.0)?;
-    let one = b.splat_like(alpha, 1.0)?;
-    let pos = b.compare(alpha, zero, CompareDir::Ge)?;
+    let pos = b.compare(ar, zero, CompareDir::Ge)?;
     let nh = b.neg(h)?;
     let beta = b.select(pos, nh, h)?;
-    let nz = b.compare(xn2, zero, CompareDir::Gt)?;
+    let beta = if cplx { b.convert(beta, b.dtype(a))? } else { beta };
+    let zero = b.splat_like(alpha, 0.0)?;
+    let one = b.splat_like(alpha, 1.0)?;
     let bma = b.sub(beta, alpha)?;
     let tau = b.div(bma, beta)?;
     let tau = b.select(nz, tau, zero)?;
@@ -52,11 +65,13 @@ fn qr_step(b: &mut Builder, a: Value, i: Value) -> Result<(Value, Value)> {
     let xv = b.mul(x, sc)?;
     let ones = b.splat_like(xv, 1.0)?;
     let v = b.select(at_i, ones, xv)?;
-    // Trailing columns: A -= tau v (v^T A).
-    let w = b.dot_general(v, a, &[0], &[0], &[1], &[1], None)?; // [B, n]
+    // Trailing columns: A = H^H A = A - conj(tau) v (v^H A).
+    let cv = conj(b, v)?;
+    let w = b.dot_general(cv, a, &[0], &[0], &[1], &[1], None)?; // [B, n]
     let vb = bc(b, v, &s, &[0, 1])?;
     let wb = bc(b, w, &s, &[0, 2])?;
-    let tb = bc(b, tau, &s, &[0])?;
+    let ctau = conj(b, tau)?;
+    let tb = bc(b, ctau, &s, &[0])?;
     let vw = b.mul(vb, wb)?;
     let tvw = b.mul(tb, vw)?;
     let upd = b.sub(a, tvw)?;
@@ -109,12 +124,13 @@ pub(super) fn geqrf3(b: &mut Builder, a: Value) -> Result<(Value, Value)> {
     Ok((b.select(upper, back, out[1])?, out[2]))
 }
 
-/// Applies the reflectors H_j = I - tau_j v_j v_j^T stored in the columns of
+/// Applies the reflectors H_j = I - tau_j v_j v_j^H stored in the columns of
 /// `v [B, r, k]` (unit diagonal implied, entries above ignored) to `c`:
 /// from the left (`c [B, r, p]`: c = H c) or the right (`c [B, p, r]`:
-/// c = c H), for j ascending or descending. Uses the first `tau [B, t]`
-/// reflectors (t <= k).
-pub(super) fn apply_reflectors(b: &mut Builder, v: Value, tau: Value, c: Value, left: bool, ascending: bool) -> Result<Value> {
+/// c = c H), for j ascending or descending; `adjoint` applies H_j^H (tau
+/// conjugated) instead. Uses the first `tau [B, t]` reflectors (t <= k).
+pub(super) fn apply_reflectors(b: &mut Builder, v: Value, tau: Value, c: Value, left: bool, ascending: bool, adjoint: bool) -> Result<Value> {
+    let tau = if adjoint { conj(b, tau)? } else { tau };
     let vs = b.shape(v).to_vec();
     let (bb, rr, kk) = (vs[0], vs[1], vs[2]);
     let t = b.shape(tau)[1];
@@ -151,12 +167,14 @@ pub(super) fn apply_reflectors(b: &mut Builder, v: Value, tau: Value, c: Value, 
             let tj = keep(r, tm, tau)?;
             let tj = r.reduce_sum(tj, &[1])?; // [B]
             let cs = r.shape(c).to_vec();
+            // Left: c -= tau v (v^H c); right: c -= tau (c v) v^H.
+            let cvj = conj(r, vj)?;
             let (vb, wb) = if left {
-                let w = r.dot_general(vj, c, &[0], &[0], &[1], &[1], None)?; // [B, p]
+                let w = r.dot_general(cvj, c, &[0], &[0], &[1], &[1], None)?; // [B, p]
                 (bc(r, vj, &cs, &[0, 1])?, bc(r, w, &cs, &[0, 2])?)
             } else {
                 let w = r.dot_general(c, vj, &[0], &[0], &[2], &[1], None)?; // [B, p]
-                (bc(r, vj, &cs, &[0, 2])?, bc(r, w, &cs, &[0, 1])?)
+                (bc(r, cvj, &cs, &[0, 2])?, bc(r, w, &cs, &[0, 1])?)
             };
             let tb = bc(r, tj, &cs, &[0])?;
             let vw = r.mul(vb, wb)?;
@@ -174,7 +192,7 @@ pub(super) fn orgqr3(b: &mut Builder, v: Value, tau: Value) -> Result<Value> {
     let s = b.shape(v).to_vec();
     let dt = b.dtype(v);
     let e = eye3(b, dt, s[0], s[1], s[2])?;
-    apply_reflectors(b, v, tau, e, true, false)
+    apply_reflectors(b, v, tau, e, true, false, false)
 }
 
 /// geqrf(self) -> (a, tau)
@@ -211,7 +229,7 @@ pub(super) fn linalg_qr(lx: &mut Lower, args: &Args) -> R {
     let v = lx.b.slice(p, &[0, 0, 0], &[bb, m, k], &[1, 1, 1])?;
     let cols = if mode == "complete" { m } else { k };
     let e = eye3(lx.b, a.dtype, bb, m, cols)?;
-    let q = apply_reflectors(lx.b, v, tau, e, true, false)?;
+    let q = apply_reflectors(lx.b, v, tau, e, true, false, false)?;
     Ok(vec![from_batch(lx.b, q, &batch)?, rm])
 }
 
@@ -268,8 +286,9 @@ pub(super) fn ormqr(lx: &mut Lower, args: &Args) -> R {
     let bb = lx.shape(a3)[0];
     let t2 = lx.b.reshape(tau.value, &[bb, tau.shape[r - 2]])?;
     let (c3, _) = to3(lx.b, c.value)?;
-    // Q = H_0 .. H_{t-1}: Q C and C Q^T apply the last reflector first.
+    // Q = H_0 .. H_{t-1}: Q C and C Q^H apply the last reflector first;
+    // `transpose` means Q^H (= H_{t-1}^H .. H_0^H) for complex inputs.
     let ascending = left == trans;
-    let out = apply_reflectors(lx.b, a3, t2, c3, left, ascending)?;
+    let out = apply_reflectors(lx.b, a3, t2, c3, left, ascending, trans)?;
     Ok(vec![from_batch(lx.b, out, &batch)?])
 }

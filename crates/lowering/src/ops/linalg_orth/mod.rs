@@ -38,15 +38,17 @@ pub const OPS: &[OpEntry] = &[
     op!("linalg_polar", polar::linalg_polar),
 ];
 
-/// Rejects anything but float32/float64 `[.., m, n]` inputs.
+/// Rejects anything but float32/float64 or complex64/complex128 `[.., m, n]`
+/// inputs. (Complex tensors only reach the lowerings that
+/// `ops::complex::COMPLEX_OPS` lists: the Householder ones.)
 pub(super) fn check_matrix(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
     if t.shape.len() < 2 {
         bail!(Runtime, "{}: The input tensor {what} must have at least 2 dimensions.", lx.op);
     }
-    if !t.dtype.is_float() {
+    if !t.dtype.is_float() && !t.dtype.is_complex() {
         bail!(Runtime, "{}: Expected a floating point or complex tensor as input. Got {:?}", lx.op, t.dtype);
     }
-    if !matches!(t.dtype, DType::F32 | DType::F64) {
+    if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
         bail!(Runtime, "{}: Low precision dtypes not supported. Got {:?} for {what}", lx.op, t.dtype);
     }
     Ok(())
@@ -179,8 +181,15 @@ pub(super) fn sort_perm(b: &mut Builder, keys: Value, descending: bool) -> Resul
 /// 0 or not finite), as `[B]`: dividing by it is exact and keeps squared
 /// norms away from overflow/underflow, as LAPACK's scaling does.
 pub(super) fn pow2_scale(b: &mut Builder, a: Value) -> Result<Value> {
-    let dt = b.dtype(a);
-    let ab = b.abs(a)?;
+    let dt = b.dtype(a).complex_part().unwrap_or(b.dtype(a));
+    let ab = if b.dtype(a).is_complex() {
+        // max(|re|, |im|): any power of two near the magnitude will do.
+        let (re, im) = (b.real(a)?, b.imag(a)?);
+        let (re, im) = (b.abs(re)?, b.abs(im)?);
+        b.max(re, im)?
+    } else {
+        b.abs(a)?
+    };
     let m = b.reduce_max(ab, &[1, 2])?;
     let fin = b.is_finite(m)?;
     let z = b.splat_like(m, 0.0)?;
@@ -208,16 +217,31 @@ pub(super) fn pow2_scale(b: &mut Builder, a: Value) -> Result<Value> {
     Ok(b.bitcast_convert(bits, dt)?)
 }
 
-/// `a [B, ..]` divided by `s [B]`.
+/// `a [B, ..]` divided by the real `s [B]`.
 pub(super) fn div_batch(b: &mut Builder, a: Value, s: Value) -> Result<Value> {
-    let sh = b.shape(a).to_vec();
-    let sb = bc(b, s, &sh, &[0])?;
+    let sb = batch_scale(b, a, s)?;
     Ok(b.div(a, sb)?)
 }
 
-/// `a [B, ..]` times `s [B]`.
+/// `a [B, ..]` times the real `s [B]`.
 pub(super) fn mul_batch(b: &mut Builder, a: Value, s: Value) -> Result<Value> {
-    let sh = b.shape(a).to_vec();
-    let sb = bc(b, s, &sh, &[0])?;
+    let sb = batch_scale(b, a, s)?;
     Ok(b.mul(a, sb)?)
+}
+
+/// `s [B]` broadcast to `a`'s shape and type (complex: imaginary part 0).
+fn batch_scale(b: &mut Builder, a: Value, s: Value) -> Result<Value> {
+    let sh = b.shape(a).to_vec();
+    let dt = b.dtype(a);
+    let s = if dt.is_complex() { b.convert(s, dt)? } else { s };
+    bc(b, s, &sh, &[0])
+}
+
+/// The complex conjugate (a no-op for real values).
+pub(super) fn conj(b: &mut Builder, x: Value) -> Result<Value> {
+    if b.dtype(x).is_complex() {
+        Ok(b.conj(x)?)
+    } else {
+        Ok(x)
+    }
 }
