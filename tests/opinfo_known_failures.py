@@ -43,23 +43,18 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                       'float32, float64, float16, bfloat16, int64, int32,',
  ('kthvalue', '', 'int32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('kthvalue', '', 'int64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
- ('linalg.cond', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under "',
  ('linalg.eig', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_eig does not support torch.complex64 tensors on the tpu device '
                                          'yet (the ops that do are listed in the README under "Com',
  ('linalg.eig', '', 'float32', 'fwd'): 'not lowered: aten::linalg_eig',
  ('linalg.eig', '', 'float32', 'grad'): 'not lowered: aten::linalg_eig',
  ('linalg.eig', '', 'float64', 'fwd'): 'not lowered: aten::linalg_eig',
- ('linalg.eigh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 tensors on '
-                                          'the tpu device yet (the ops that do are listed in the REA',
+ ('linalg.eigh', '', 'complex64', 'fwd'): 'mismatch (sample 0): eigenvectors are defined up to a phase per column (|V| and the eigenvalues match)',
  ('linalg.eigh', '', 'float32', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('linalg.eigh', '', 'float64', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('linalg.eigvals', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigvals does not support torch.complex64 tensors on the tpu '
                                              'device yet (the ops that do are listed in the README under',
  ('linalg.eigvals', '', 'float32', 'fwd'): 'not lowered: aten::_linalg_eigvals',
  ('linalg.eigvals', '', 'float64', 'fwd'): 'not lowered: aten::_linalg_eigvals',
- ('linalg.eigvalsh', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 tensors '
-                                              'on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.ldl_factor', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 tensors '
                                                 'on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.ldl_factor_ex', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_factor_ex.out does not support torch.complex64 '
@@ -70,24 +65,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                            'device yet (the ops that do are listed in the README unde',
  ('linalg.lstsq', 'grad_oriented', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lstsq.out does not support torch.complex64 tensors '
                                                         'on the tpu device yet (the ops that do are listed in the README unde',
- ('linalg.matrix_rank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the '
-                                                 'tpu device yet (the ops that do are listed in the README under "',
- ('linalg.matrix_rank', 'hermitian', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support '
-                                                          'torch.complex64 tensors on the tpu device yet (the ops that do are listed in the REA',
- ('linalg.matrix_sqrth', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_sqrth does not support torch.complex64 tensors on '
-                                                  'the tpu device yet (the ops that do are listed in the README u',
- ('linalg.pinv', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under "',
- ('linalg.pinv', 'hermitian', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_eigh.eigenvalues does not support torch.complex64 '
-                                                   'tensors on the tpu device yet (the ops that do are listed in the REA',
- ('linalg.pinv', 'singular', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the '
-                                                  'tpu device yet (the ops that do are listed in the README under "',
- ('linalg.polar', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_polar.out does not support torch.complex64 tensors on the tpu '
-                                           'device yet (the ops that do are listed in the README unde',
- ('linalg.svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
-                                         'yet (the ops that do are listed in the README under "',
- ('linalg.svdvals', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu '
-                                             'device yet (the ops that do are listed in the README under "',
  ('logaddexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logaddexp.out does not support torch.complex64 tensors on the tpu device '
                                         'yet (the ops that do are listed in the README under "',
  ('logcumsumexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_logcumsumexp does not support torch.complex64 tensors on the tpu '
@@ -96,12 +73,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
                                          'device yet (the ops that do are listed in the README und',
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('norm', 'nuc', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
-                                      'yet (the ops that do are listed in the README under "',
- ('pca_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under "',
- ('pinverse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device '
-                                       'yet (the ops that do are listed in the README under "',
  ('polar', '', 'float16', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16',
  ('renorm', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::renorm.out does not support torch.complex64 tensors on the tpu device yet '
@@ -127,10 +98,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                                   "'SparseCsrtpu' backend. This could be because the operator doesn'",
  ('sparse.sampled_addmm', '', 'float64', 'fwd'): "error: NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the "
                                                  "'SparseCsrtpu' backend. This could be because the operator doesn'",
- ('svd', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_linalg_svd.U does not support torch.complex64 tensors on the tpu device yet '
-                                  '(the ops that do are listed in the README under "',
- ('svd_lowrank', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_qr.out does not support torch.complex64 tensors on the tpu '
-                                          'device yet (the ops that do are listed in the README under "',
  ('to_sparse', '', 'bfloat16', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'bool', 'fwd'): 'not lowered: aten::_to_sparse',
  ('to_sparse', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_to_sparse does not support torch.complex64 tensors on the tpu device yet '

@@ -181,3 +181,74 @@ def test_qr_gradients(mode):
         loss = torch.view_as_real(q).sum() + r.abs().sum()
         return torch.autograd.grad(loss, x)[0]
     assert_same(*run_both(grad, a), **tol(torch.complex128))
+
+
+def _phase_free(u):
+    """Singular/eigen vectors are defined up to a phase per column: compare |u|."""
+    return u.abs()
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_svd(dtype, shape):
+    a = crand(*shape, dtype=dtype, seed=16)
+    u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=False)
+    cu, cs, cvh = torch.linalg.svd(a, full_matrices=False)
+    assert s.dtype == cs.dtype  # real singular values
+    assert_same(s, cs, **tol(dtype))
+    assert_same(_phase_free(u), _phase_free(cu), **tol(dtype))
+    assert_same(_phase_free(vh), _phase_free(cvh), **tol(dtype))
+    recon = u @ torch.diag_embed(s).to(dtype) @ vh
+    assert_same(recon, a, **tol(dtype))
+    k = s.shape[-1]
+    eye = torch.eye(k, dtype=dtype)
+    assert_same(u.mH @ u, eye.expand(*shape[:-2], k, k), **tol(dtype))
+    uf, _, vhf = torch.linalg.svd(a.to("tpu"), full_matrices=True)
+    m, n = shape[-2:]
+    assert uf.shape[-2:] == (m, m) and vhf.shape[-2:] == (n, n)
+    assert_same(uf.mH @ uf, torch.eye(m, dtype=dtype).expand(*shape[:-2], m, m), **tol(dtype))
+    assert_same(vhf @ vhf.mH, torch.eye(n, dtype=dtype).expand(*shape[:-2], n, n), **tol(dtype))
+    assert_same(*run_both(torch.linalg.svdvals, a), **tol(dtype))
+    assert_same(*run_both(torch.linalg.pinv, a), **tol(dtype))
+    assert_same(*run_both(torch.linalg.matrix_rank, a))
+    assert_same(*run_both(lambda x: torch.linalg.matrix_norm(x, "nuc"), a), **tol(dtype))
+    if m >= n:  # the polar decomposition is unique: compare it as is
+        assert_same(*run_both(torch.linalg.polar, a), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(dtype, uplo):
+    a = crand(3, 5, 5, dtype=dtype, seed=17)  # not Hermitian: only one triangle is read
+    w, v = torch.linalg.eigh(a.to("tpu"), UPLO=uplo)
+    cw, cv = torch.linalg.eigh(a, UPLO=uplo)
+    assert w.dtype == cw.dtype
+    assert_same(w, cw, **tol(dtype))
+    assert_same(_phase_free(v), _phase_free(cv), **tol(dtype))
+    h = cv @ torch.diag_embed(cw).to(dtype) @ cv.mH  # the Hermitian matrix eigh read
+    assert_same(h.to("tpu") @ v, (v * w.unsqueeze(-2).to(dtype)).cpu(), **tol(dtype))
+    assert_same(*run_both(lambda x: torch.linalg.eigvalsh(x, UPLO=uplo), a), **tol(dtype))
+    assert_same(*run_both(lambda x: torch.linalg.matrix_rank(x, hermitian=True), h))
+    assert_same(*run_both(lambda x: torch.linalg.pinv(x, hermitian=True), h), **tol(dtype))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_svd_eigh_gradients(mode):
+    dtype = torch.complex128
+    a = crand(4, 3, dtype=dtype, seed=18)
+    h = hpd(4, 4, dtype=dtype, seed=19)
+    torch_tpu_rs.set_eager_mode(mode)
+    fns = [
+        lambda x: torch.linalg.svdvals(x).sum(),
+        lambda x: torch.linalg.pinv(x).abs().sum(),
+        lambda x: torch.linalg.matrix_norm(x, "nuc"),
+        lambda x: (lambda u, s, vh: (u @ torch.diag_embed(s).to(x.dtype) @ vh).real.sum())(*torch.linalg.svd(x, full_matrices=False)),
+    ]
+    for f in fns:
+        assert_same(*run_both(lambda x: _grad(f, x), a), **tol(dtype))
+    assert_same(*run_both(lambda x: _grad(lambda y: torch.linalg.eigvalsh(y).pow(2).sum(), x), h), **tol(dtype))
+
+
+def _grad(f, x):
+    x = x.clone().requires_grad_()
+    return torch.autograd.grad(f(x), x)[0]

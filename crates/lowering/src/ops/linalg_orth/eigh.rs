@@ -1,11 +1,11 @@
 //! Symmetric eigendecomposition by cyclic Jacobi: `_linalg_eigh` (behind
 //! linalg.eigh / eigvalsh, matrix_rank(hermitian), pinv(hermitian)) and
-//! `linalg_matrix_sqrth` (V sqrt(max(w, 0)) V^T). Eigenvalues ascending;
-//! eigenvectors are only defined up to sign, so they can differ from LAPACK's
-//! by a column sign.
+//! `linalg_matrix_sqrth` (V sqrt(max(w, 0)) V^H). Eigenvalues ascending
+//! (real, also for Hermitian complex inputs); eigenvectors are only defined
+//! up to sign (a phase, for complex), so they can differ from LAPACK's.
 use stablehlo::{Builder, CompareDir, Value};
 
-use super::{div_batch, mul_batch, pow2_scale, diag3, from_batch, iota, jacobi, mm, mm_nt, scale_cols, sort_perm, to3};
+use super::{conj, div_batch, like, mul_batch, pow2_scale, diag3, from_batch, iota, jacobi, mm, mm_nh, real, scale_cols, sort_perm, to3};
 use crate::args::{Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
@@ -22,7 +22,7 @@ fn square(lx: &Lower, a: &TensorArg) -> Result<()> {
     Ok(())
 }
 
-/// The symmetric matrix read from the lower (or upper) triangle of `a`.
+/// The symmetric (Hermitian) matrix read from the lower (or upper) triangle of `a`.
 fn symmetrize(b: &mut Builder, a: Value, lower: bool) -> Result<Value> {
     let s = b.shape(a).to_vec();
     let rows = iota(b, &s, 1)?;
@@ -30,6 +30,16 @@ fn symmetrize(b: &mut Builder, a: Value, lower: bool) -> Result<Value> {
     let dir = if lower { CompareDir::Ge } else { CompareDir::Le };
     let own = b.compare(rows, cols, dir)?;
     let at = b.transpose(a, &[0, 2, 1])?;
+    let at = conj(b, at)?;
+    // A Hermitian matrix's diagonal is real (LAPACK ignores its imaginary part).
+    let a = if b.dtype(a).is_complex() {
+        let diag = b.compare(rows, cols, CompareDir::Eq)?;
+        let re = b.real(a)?;
+        let re = like(b, re, a)?;
+        b.select(diag, re, a)?
+    } else {
+        a
+    };
     Ok(b.select(own, a, at)?)
 }
 
@@ -38,14 +48,17 @@ pub(super) fn eigh_sorted(b: &mut Builder, a: Value, lower: bool) -> Result<(Val
     let s = symmetrize(b, a, lower)?;
     if b.shape(s)[0] == 0 || b.shape(s)[1] == 0 {
         let (d, v) = jacobi::eigh3(b, s)?;
-        return Ok((diag3(b, d)?, v));
+        let w = diag3(b, d)?;
+        return Ok((real(b, w)?, v));
     }
     let sc = pow2_scale(b, s)?;
     let s = div_batch(b, s, sc)?;
     let (d, v) = jacobi::eigh3(b, s)?;
     let w = diag3(b, d)?;
+    let w = real(b, w)?;
     let w = mul_batch(b, w, sc)?;
     let (w, perm) = sort_perm(b, w, false)?;
+    let perm = like(b, perm, v)?;
     Ok((w, mm(b, v, perm)?))
 }
 
@@ -76,6 +89,6 @@ pub(super) fn linalg_matrix_sqrth(lx: &mut Lower, args: &Args) -> R {
     let w = lx.b.max(w, z)?;
     let r = lx.b.sqrt(w)?;
     let vr = scale_cols(lx.b, v, r)?;
-    let out = mm_nt(lx.b, vr, v)?;
+    let out = mm_nh(lx.b, vr, v)?;
     Ok(vec![from_batch(lx.b, out, &batch)?])
 }

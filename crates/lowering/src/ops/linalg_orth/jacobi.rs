@@ -8,9 +8,14 @@
 //! - `svd_jacobi3`: one-sided (Hestenes) Jacobi on `[B, m, n]`, m >= n:
 //!   A <- A J orthogonalizes the columns, V <- V J; stops after a sweep in
 //!   which no pair had |a_p . a_q| > m eps ||a_p|| ||a_q||.
+//!
+//! Complex (Hermitian) inputs: a pair's off-diagonal entry g is first made
+//! real by a phase on its second index (P = diag(1, conj(g)/|g|), so
+//! P^H [[d_p, g], [conj g, d_q]] P is real symmetric), then rotated as a
+//! real pair: J = P R, A <- J^H A J.
 use stablehlo::{Builder, CompareDir, DType, Value};
 
-use super::{bc, c64, diag3, eps, eye3, iota, keep, mm, mm_tn, t3};
+use super::{abs2, bc, c64, conj, diag3, eps, eye3, iota, keep, like, mm, mm_hn, modulus, real, t3};
 use crate::error::Result;
 
 const MAX_SWEEPS: i64 = 40;
@@ -114,6 +119,32 @@ fn rotation(b: &mut Builder, p: &Pairs, d: Value, dp: Value, off: Value, rot: Va
     Ok(b.add(cd, sd)?)
 }
 
+/// The rotation for the pairs where `rot_if` (and paired), and that mask.
+/// Complex pairs rotate by the real |g| and J = P R carries the phase
+/// g_i/|g_i| on each pair's second index (row i's entry towards its partner
+/// is g_i; the second index holds the conjugate of the first's). Real
+/// pairs: R from the signed `g` itself.
+fn phased_rotation(b: &mut Builder, p: &Pairs, d: Value, dp: Value, g: Value, rot_if: Value) -> Result<(Value, Value)> {
+    let rot = b.and(rot_if, p.paired)?;
+    if !b.dtype(g).is_complex() {
+        return Ok((rotation(b, p, d, dp, g, rot)?, rot));
+    }
+    let mag = modulus(b, g)?;
+    let r = rotation(b, p, d, dp, mag, rot)?;
+    let one = b.splat_like(mag, 1.0)?;
+    let safe = b.select(rot, mag, one)?;
+    let safe = like(b, safe, g)?;
+    let ph = b.div(g, safe)?;
+    let onec = b.splat_like(g, 1.0)?;
+    let second = b.not(p.first)?;
+    let use_ph = b.and(second, rot)?;
+    let ph = b.select(use_ph, ph, onec)?;
+    let r = like(b, r, g)?;
+    let sh = b.shape(r).to_vec();
+    let phb = bc(b, ph, &sh, &[0, 1])?;
+    Ok((b.mul(phb, r)?, rot))
+}
+
 /// One step of a sweep: updates `state` and returns whether it rotated.
 type Step = fn(&mut Builder, &Pairs, &[Value]) -> Result<(Vec<Value>, Value)>;
 /// After a sweep: is it converged (rank-0 i1)? Gets the state and whether
@@ -175,10 +206,12 @@ fn any(b: &mut Builder, m: Value) -> Result<Value> {
 fn eigh_step(b: &mut Builder, p: &Pairs, st: &[Value]) -> Result<(Vec<Value>, Value)> {
     let (a, v) = (st[0], st[1]);
     let d = diag3(b, a)?;
+    let d = real(b, d)?;
     let dp = partner_of(b, p, d)?;
     let a1 = keep(b, p.mask, a)?;
     let a1 = b.reduce_sum(a1, &[2])?;
     let at = t3(b, a)?;
+    let at = conj(b, at)?;
     let a2 = keep(b, p.mask, at)?;
     let a2 = b.reduce_sum(a2, &[2])?;
     let off = b.add(a1, a2)?;
@@ -186,10 +219,9 @@ fn eigh_step(b: &mut Builder, p: &Pairs, st: &[Value]) -> Result<(Vec<Value>, Va
     let off = b.mul(off, half)?;
     let zero = b.splat_like(off, 0.0)?;
     let nz = b.compare(off, zero, CompareDir::Ne)?;
-    let rot = b.and(nz, p.paired)?;
-    let j = rotation(b, p, d, dp, off, rot)?;
+    let (j, rot) = phased_rotation(b, p, d, dp, off, nz)?;
     let aj = mm(b, a, j)?;
-    let a = mm_tn(b, j, aj)?;
+    let a = mm_hn(b, j, aj)?;
     let v = mm(b, v, j)?;
     // The rotated pairs' off-diagonal entries are zero by construction.
     let s = b.shape(a).to_vec();
@@ -209,7 +241,7 @@ fn eigh_done(b: &mut Builder, st: &[Value], _rot: Value) -> Result<Value> {
     let rows = iota(b, &s, 1)?;
     let cols = iota(b, &s, 2)?;
     let offd = b.compare(rows, cols, CompareDir::Ne)?;
-    let a2 = b.mul(a, a)?;
+    let a2 = abs2(b, a)?;
     let tot = b.reduce_sum(a2, &[1, 2])?;
     let o = keep(b, offd, a2)?;
     let off = b.reduce_sum(o, &[1, 2])?;
@@ -236,21 +268,22 @@ pub(super) fn eigh3(b: &mut Builder, a: Value) -> Result<(Value, Value)> {
 fn svd_step(b: &mut Builder, p: &Pairs, st: &[Value]) -> Result<(Vec<Value>, Value)> {
     let (a, v) = (st[0], st[1]);
     let m = b.shape(a)[1];
-    let a2 = b.mul(a, a)?;
+    let a2 = abs2(b, a)?;
     let alpha = b.reduce_sum(a2, &[1])?;
     let ap = partner_of(b, p, alpha)?;
     let apart = b.dot_general(a, p.onehot, &[0], &[0], &[2], &[2], None)?;
-    let g = b.mul(a, apart)?;
+    // gamma_i = a_i^H a_partner(i).
+    let ca = conj(b, a)?;
+    let g = b.mul(ca, apart)?;
     let gamma = b.reduce_sum(g, &[1])?;
     let s1 = b.sqrt(alpha)?;
     let s2 = b.sqrt(ap)?;
     let nrm = b.mul(s1, s2)?;
     let tol = b.splat_like(nrm, (m.max(2) as f64) * eps(b.dtype(a)))?;
     let lim = b.mul(nrm, tol)?;
-    let ag = b.abs(gamma)?;
+    let ag = modulus(b, gamma)?;
     let big = b.compare(ag, lim, CompareDir::Gt)?;
-    let rot = b.and(big, p.paired)?;
-    let j = rotation(b, p, alpha, ap, gamma, rot)?;
+    let (j, rot) = phased_rotation(b, p, alpha, ap, gamma, big)?;
     let a = mm(b, a, j)?;
     let v = mm(b, v, j)?;
     let rot = any(b, rot)?;

@@ -146,16 +146,72 @@ pub(super) fn diag3(b: &mut Builder, x: Value) -> Result<Value> {
     Ok(b.reduce_sum(d, &[2])?)
 }
 
-/// Multiplies column j of `x` `[B, m, n]` by `d[B, j]`.
+/// Multiplies column j of `x` `[B, m, n]` by `d[B, j]` (real `d` scales
+/// complex `x` alike).
 pub(super) fn scale_cols(b: &mut Builder, x: Value, d: Value) -> Result<Value> {
     let s = b.shape(x).to_vec();
+    let d = like(b, d, x)?;
     let db = bc(b, d, &s, &[0, 2])?;
     Ok(b.mul(x, db)?)
 }
 
+/// `v` converted to `x`'s dtype when `x` is complex and `v` is not.
+pub(super) fn like(b: &mut Builder, v: Value, x: Value) -> Result<Value> {
+    let dt = b.dtype(x);
+    if dt.is_complex() && !b.dtype(v).is_complex() {
+        Ok(b.convert(v, dt)?)
+    } else {
+        Ok(v)
+    }
+}
+
+/// The real part of a complex value (a real value as is).
+pub(super) fn real(b: &mut Builder, x: Value) -> Result<Value> {
+    if b.dtype(x).is_complex() {
+        Ok(b.real(x)?)
+    } else {
+        Ok(x)
+    }
+}
+
+/// |x| elementwise, real (for complex x: sqrt(|x|^2), inputs being scaled).
+pub(super) fn modulus(b: &mut Builder, x: Value) -> Result<Value> {
+    if b.dtype(x).is_complex() {
+        let a2 = abs2(b, x)?;
+        Ok(b.sqrt(a2)?)
+    } else {
+        Ok(b.abs(x)?)
+    }
+}
+
+/// |x|^2 elementwise, real.
+pub(super) fn abs2(b: &mut Builder, x: Value) -> Result<Value> {
+    let cx = conj(b, x)?;
+    let p = b.mul(x, cx)?;
+    real(b, p)
+}
+
+/// The conjugate transpose of a rank-3 value.
+pub(super) fn h3(b: &mut Builder, x: Value) -> Result<Value> {
+    let t = t3(b, x)?;
+    conj(b, t)
+}
+
+/// Batched `x^H @ y` of `[B, k, m]` and `[B, k, n]`.
+pub(super) fn mm_hn(b: &mut Builder, x: Value, y: Value) -> Result<Value> {
+    let cx = conj(b, x)?;
+    mm_tn(b, cx, y)
+}
+
+/// Batched `x @ y^H` of `[B, m, k]` and `[B, n, k]`.
+pub(super) fn mm_nh(b: &mut Builder, x: Value, y: Value) -> Result<Value> {
+    let cy = conj(b, y)?;
+    mm_nt(b, x, cy)
+}
+
 /// Machine epsilon of a float dtype.
 pub(super) fn eps(dt: DType) -> f64 {
-    if dt == DType::F64 { f64::EPSILON } else { f32::EPSILON as f64 }
+    if matches!(dt, DType::F64 | DType::C128) { f64::EPSILON } else { f32::EPSILON as f64 }
 }
 
 /// Sorts `keys [B, n]` along dim 1 (ascending, or descending) and returns the

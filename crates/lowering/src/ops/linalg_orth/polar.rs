@@ -1,12 +1,12 @@
 //! `linalg_polar` (torch.linalg.polar): A = U H from the thin SVD
-//! A = W diag(s) V^T, as the CPU computes it: U = W V^T (orthonormal
-//! columns), H = V diag(s) V^T (symmetric positive semidefinite). Both are
+//! A = W diag(s) V^H, as the CPU computes it: U = W V^H (orthonormal
+//! columns), H = V diag(s) V^H (Hermitian positive semidefinite). Both are
 //! unique where A has full column rank, so they match LAPACK's even though
 //! singular vectors are only defined up to sign.
 use stablehlo::Value;
 
 use super::svd::svd_tall;
-use super::{from_batch, mm_nt, scale_cols, to3};
+use super::{from_batch, mm_nh, scale_cols, to3};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
@@ -23,8 +23,8 @@ pub(super) fn linalg_polar(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     }
     let (a3, batch) = to3(lx.b, a.value)?;
     let (w, s, v) = svd_tall(lx.b, a3, false, true)?;
-    let u = mm_nt(lx.b, w, v)?;
+    let u = mm_nh(lx.b, w, v)?;
     let vs = scale_cols(lx.b, v, s)?;
-    let h = mm_nt(lx.b, vs, v)?;
+    let h = mm_nh(lx.b, vs, v)?;
     Ok(vec![from_batch(lx.b, u, &batch)?, from_batch(lx.b, h, &batch)?])
 }

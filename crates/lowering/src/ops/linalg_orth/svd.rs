@@ -3,11 +3,12 @@
 //! Singular values descending. U's columns for (numerically) zero singular
 //! values, and the extra columns of full_matrices, come from a Householder
 //! QR of the known columns, which completes them to an orthonormal basis.
-//! Singular vectors are defined up to sign: they can differ from LAPACK's.
+//! Singular vectors are defined up to sign (a phase, for complex): they can
+//! differ from LAPACK's. Singular values are real for complex inputs.
 use stablehlo::{Builder, CompareDir, Value};
 
 use super::householder::{geqrf3, orgqr3};
-use super::{bc, div_batch, mul_batch, pow2_scale, diag3, eps, eye3, from_batch, jacobi, mm, scale_cols, sort_perm, t3, to3};
+use super::{abs2, bc, div_batch, h3, like, mul_batch, pow2_scale, diag3, eps, eye3, from_batch, jacobi, mm, real, scale_cols, sort_perm, to3};
 use crate::args::Args;
 use crate::ctx::Lower;
 use crate::error::Result;
@@ -15,22 +16,23 @@ use crate::error::Result;
 type R = Result<Vec<Value>>;
 
 /// SVD of a tall `a [B, m, n]` (m >= n): (U `[B, m, m or n]`, S `[B, n]`,
-/// V `[B, n, n]`), A = U[:, :n] diag(S) V^T.
+/// V `[B, n, n]`), A = U[:, :n] diag(S) V^H.
 pub(super) fn svd_tall(b: &mut Builder, a: Value, full: bool, compute_uv: bool) -> Result<(Value, Value, Value)> {
     let s = b.shape(a).to_vec();
     let (bb, m, n) = (s[0], s[1], s[2]);
     let dt = b.dtype(a);
+    let real_dt = dt.complex_part().unwrap_or(dt);
     if n == 0 || bb == 0 {
         let cols = if full { m } else { n };
         let u = eye3(b, dt, bb, m, cols)?;
-        let sig = b.splat(dt, 0.0, &[bb, n])?;
+        let sig = b.splat(real_dt, 0.0, &[bb, n])?;
         let v = eye3(b, dt, bb, n, n)?;
         return Ok((u, sig, v));
     }
     let sc = pow2_scale(b, a)?;
     let a = div_batch(b, a, sc)?;
     let (av, v) = jacobi::svd_jacobi3(b, a)?;
-    let a2 = b.mul(av, av)?;
+    let a2 = abs2(b, av)?;
     let sig = b.reduce_sum(a2, &[1])?;
     let sig = b.sqrt(sig)?; // [B, n]
     let (sig, perm) = sort_perm(b, sig, true)?;
@@ -38,6 +40,7 @@ pub(super) fn svd_tall(b: &mut Builder, a: Value, full: bool, compute_uv: bool) 
     if !compute_uv {
         return Ok((av, sig_out, v));
     }
+    let perm = like(b, perm, av)?;
     let av = mm(b, av, perm)?;
     let v = mm(b, v, perm)?;
     // U columns: A v_i / s_i where s_i is not negligible, else completed.
@@ -63,7 +66,8 @@ pub(super) fn svd_tall(b: &mut Builder, a: Value, full: bool, compute_uv: bool) 
     let (p, tau) = geqrf3(b, u)?;
     let q = orgqr3(b, p, tau)?; // [B, m, cols]
     // Q R = U with R's diagonal +-1 on the known columns: undo the signs.
-    let rd = diag3(b, p)?; // [B, cols]
+    let rd = diag3(b, p)?; // [B, cols]; real (+-1) for complex too
+    let rd = real(b, rd)?;
     let z = b.splat_like(rd, 0.0)?;
     let neg = b.compare(rd, z, CompareDir::Lt)?;
     let o = b.splat_like(rd, 1.0)?;
@@ -94,14 +98,14 @@ pub(super) fn linalg_svd(lx: &mut Lower, args: &Args) -> R {
     let (m, n) = (a.shape[r - 2], a.shape[r - 1]);
     let (a3, batch) = to3(lx.b, a.value)?;
     let wide = m < n;
-    let at = if wide { t3(lx.b, a3)? } else { a3 };
+    let at = if wide { h3(lx.b, a3)? } else { a3 };
     let (u, s, v) = svd_tall(lx.b, at, full, compute_uv)?;
     let s = from_batch(lx.b, s, &batch)?;
     if !compute_uv {
         let e = lx.full(a.dtype, 0.0, &[0])?;
         return Ok(vec![e, s, e]);
     }
-    // Tall: A = U S V^T.  Wide: A^T = U S V^T, so A = V S U^T.
-    let (uu, vh) = if wide { (v, t3(lx.b, u)?) } else { (u, t3(lx.b, v)?) };
+    // Tall: A = U S V^H.  Wide: A^H = U S V^H, so A = V S U^H.
+    let (uu, vh) = if wide { (v, h3(lx.b, u)?) } else { (u, h3(lx.b, v)?) };
     Ok(vec![from_batch(lx.b, uu, &batch)?, s, from_batch(lx.b, vh, &batch)?])
 }
