@@ -61,10 +61,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                                    'tensors on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.ldl_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_solve.out does not support torch.complex64 tensors on '
                                                'the tpu device yet (the ops that do are listed in the README ',
- ('linalg.lstsq', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lstsq.out does not support torch.complex64 tensors on the tpu '
-                                           'device yet (the ops that do are listed in the README unde',
- ('linalg.lstsq', 'grad_oriented', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_lstsq.out does not support torch.complex64 tensors '
-                                                        'on the tpu device yet (the ops that do are listed in the README unde',
  ('logaddexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logaddexp.out does not support torch.complex64 tensors on the tpu device '
                                         'yet (the ops that do are listed in the README under "',
  ('logcumsumexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_logcumsumexp does not support torch.complex64 tensors on the tpu '

@@ -252,3 +252,18 @@ def test_svd_eigh_gradients(mode):
 def _grad(f, x):
     x = x.clone().requires_grad_()
     return torch.autograd.grad(f(x), x)[0]
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gels"])
+def test_lstsq(dtype, driver):
+    for shape_a, shape_b in [((6, 3), (6, 2)), ((3, 6), (3, 2)), ((2, 5, 4), (2, 5))]:
+        a = crand(*shape_a, dtype=dtype, seed=20)
+        b = crand(*shape_b, dtype=dtype, seed=21)
+        t = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver=driver)
+        c = torch.linalg.lstsq(a, b, driver=driver)
+        assert_same(t.solution, c.solution, **tol(dtype))
+        if c.residuals.numel():
+            assert_same(t.residuals, c.residuals, **tol(dtype))
+        if driver != "gels":
+            assert_same(t.rank, c.rank)

@@ -69,7 +69,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     // Householder QR (ops/linalg_orth/householder.rs)
     "geqrf", "linalg_qr", "linalg_householder_product", "orgqr", "ormqr",
     // Jacobi eigh and SVD (ops/linalg_orth)
-    "_linalg_eigh", "linalg_matrix_sqrth", "_linalg_svd", "linalg_polar",
+    "_linalg_eigh", "linalg_matrix_sqrth", "_linalg_svd", "linalg_polar", "linalg_lstsq",
     // torch.fft (ops/fft.rs)
     "_fft_r2c", "_fft_c2c", "_fft_c2r",
 ];

@@ -1,5 +1,5 @@
 //! `linalg_lstsq` through the SVD: the minimum-norm least-squares solution
-//! V diag(1/s) U^T B with singular values <= rcond * s_max dropped (what
+//! V diag(1/s) U^H B with singular values <= rcond * s_max dropped (what
 //! gelsy/gelsd/gelss compute; gels gives the same for full-rank inputs).
 //! Outputs follow the CPU's per-driver rules: residuals for m > n and a
 //! driver other than gelsy (full rank assumed: the shape cannot depend on
@@ -7,7 +7,7 @@
 use stablehlo::{CompareDir, DType, Value};
 
 use super::svd::svd_tall;
-use super::{bc, eps, from_batch, mm, mm_tn, t3, to3};
+use super::{abs2, bc, eps, from_batch, h3, like, mm, mm_hn, to3};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
@@ -60,12 +60,13 @@ pub(super) fn linalg_lstsq(lx: &mut Lower, args: &Args) -> R {
     let bb = lx.shape(a3)[0];
     let kk = m.min(n);
     let dt = a.dtype;
-    // A = U diag(s) V^T with U [B, m, kk], V [B, n, kk].
+    let real_dt = dt.complex_part().unwrap_or(dt);
+    // A = U diag(s) V^H with U [B, m, kk], V [B, n, kk].
     let (u, s, v) = if m >= n {
         let (u, s, v) = svd_tall(lx.b, a3, false, true)?;
         (u, s, v)
     } else {
-        let at = t3(lx.b, a3)?;
+        let at = h3(lx.b, a3)?;
         let (u, s, v) = svd_tall(lx.b, at, false, true)?;
         (v, s, u)
     };
@@ -89,7 +90,8 @@ pub(super) fn linalg_lstsq(lx: &mut Lower, args: &Args) -> R {
         let inv = lx.b.div(one, safe)?;
         let zero = lx.full_like(s, 0.0)?;
         let inv = lx.b.select(keep, inv, zero)?;
-        let ub = mm_tn(lx.b, u, b3)?; // [B, kk, k]
+        let ub = mm_hn(lx.b, u, b3)?; // [B, kk, k]
+        let inv = like(lx.b, inv, ub)?;
         let ib = bc(lx.b, inv, &[bb, kk, k], &[0, 1])?;
         let ub = lx.b.mul(ub, ib)?;
         let x = mm(lx.b, v, ub)?; // [B, n, k]
@@ -100,11 +102,11 @@ pub(super) fn linalg_lstsq(lx: &mut Lower, args: &Args) -> R {
     let residuals = if m > n && driver != "gelsy" {
         let ax = mm(lx.b, a3, sol)?;
         let r = lx.b.sub(ax, b3)?;
-        let r2 = lx.b.mul(r, r)?;
-        let r2 = lx.b.reduce_sum(r2, &[1])?; // [B, k]
+        let r2 = abs2(lx.b, r)?;
+        let r2 = lx.b.reduce_sum(r2, &[1])?; // [B, k], real
         from_batch(lx.b, r2, &batch)?
     } else {
-        lx.full(dt, 0.0, &[0])?
+        lx.full(real_dt, 0.0, &[0])?
     };
     let solution = if vector {
         let mut s2 = batch.clone();
@@ -121,7 +123,7 @@ pub(super) fn linalg_lstsq(lx: &mut Lower, args: &Args) -> R {
     let sv = if matches!(driver.as_str(), "gelsd" | "gelss") {
         from_batch(lx.b, s, &batch)?
     } else {
-        lx.full(dt, 0.0, &[0])?
+        lx.full(real_dt, 0.0, &[0])?
     };
     Ok(vec![solution, residuals, rank, sv])
 }
