@@ -306,3 +306,18 @@ def test_kaiser_window_errors_and_out():
     out = torch.empty(0, dtype=torch.float64, device=TPU)
     torch.ops.aten.kaiser_window.beta_out(6, False, 3.0, out=out)
     assert_same(out, torch.kaiser_window(6, False, 3.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8])
+@pytest.mark.parametrize("args", [(0.5, 4), (0, 5, 1.5), (0, 2, 0.5), (-2.7, 3.2, 1.3), (5, 0.5, -1.5)])
+def test_arange_float_bounds_into_int_dtype(dtype, args):
+    # The CPU truncates start and step to int64 before stepping (so step 0.5
+    # gives zeros); the length still comes from the float bounds. This used
+    # to raise "result type Double can't be cast to the desired output type".
+    same_factory(lambda d: torch.arange(*args, dtype=dtype, device=d))
+
+    def out(d):
+        o = torch.empty(0, dtype=dtype, device=d)
+        torch.arange(*args, out=o)
+        return o
+    same_factory(out)

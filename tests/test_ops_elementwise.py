@@ -487,3 +487,42 @@ def test_autograd(name):
 
     x, y, g = torch.randn(4, 5), torch.randn(4, 5), torch.randn(4, 5)
     assert_same(*run_both(grads, x, y, g), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.uint8])
+def test_clamp_int_by_out_of_range_python_bounds(dtype):
+    # A bound beyond the dtype's range clamps nothing (casting it first
+    # wrapped it: int8's clamp(-200, 200) gave -56 everywhere).
+    lo_v, hi_v = (torch.iinfo(dtype).min, torch.iinfo(dtype).max)
+    x = torch.tensor([lo_v, -1 if lo_v < 0 else 0, 0, 7, hi_v], dtype=dtype)
+    for lo, hi in [(lo_v - 100, hi_v + 100), (None, hi_v + 1000), (lo_v - 1, None), (3, 2**40), (-2**40, 5)]:
+        assert_same(*run_both(lambda t: torch.clamp(t, lo, hi), x))
+        assert_same(*run_both(lambda t: t.clone().clamp_(lo, hi), x))
+
+
+def test_clamp_int_bound_beyond_the_other_end_raises():
+    x = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    for kw in [dict(max=-1), dict(min=300)]:
+        with pytest.raises(RuntimeError, match="outside the representable range"):
+            torch.clamp(x, **kw)
+        with pytest.raises(RuntimeError, match="outside the representable range"):
+            torch.clamp(x.to("tpu"), **kw).cpu()
+    # The device keeps working.
+    assert_same(*run_both(lambda t: t + 1, x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hypot_extremes(dtype):
+    big, small = (1e30, 1e-30) if dtype == torch.float32 else (1e300, 1e-300)
+    a = torch.tensor([big, small, 3.0, 0.0, float("inf"), float("nan"), -big, 1.0], dtype=dtype)
+    b = torch.tensor([big, small, 4.0, 0.0, float("nan"), 2.0, 1.0, -small], dtype=dtype)
+    assert_same(*run_both(torch.hypot, a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_erfc_tails(dtype):
+    # 1 - erf(x) was 0 from x = 4 on in float32; erfc goes through erfcx.
+    x = torch.tensor([-30.0, -3.0, -0.5, 0.0, 0.3, 3.0, 4.0, 5.0, 9.0, 10.5, 26.5, 30.0,
+                      float("inf"), float("-inf"), float("nan")], dtype=dtype)
+    t, c = run_both(torch.erfc, x)
+    assert_same(t, c, rtol={torch.float32: 1e-6, torch.float64: 1e-13, torch.bfloat16: 1e-2}[dtype], atol=0)

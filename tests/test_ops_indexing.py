@@ -435,3 +435,35 @@ def test_index_add_out_of_range_with_a_complex_alpha(alpha):
 def test_index_select_of_a_zero_dim_source_is_zero_dim():
     for idx in [torch.tensor([0]), torch.tensor(0)]:
         assert_same(*run_both(lambda x, i: torch.index_select(x, 0, i), torch.tensor(3.0), idx))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_writes_through_expanded_views_keep_every_write(mode):
+    # Each storage element of a stride-0 view takes the value written to it
+    # (a plain scatter let the last row win, so index_put_ lost its writes).
+    import warnings
+    torch_tpu_rs.set_eager_mode(mode)
+
+    def run(d):
+        out = []
+        c = torch.zeros(3, device=d)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "index_put_ on expanded tensors is deprecated"
+            c.expand(2, 3).index_put_((torch.tensor([0, 1], device=d), torch.tensor([0, 2], device=d)),
+                                      torch.tensor([1.0, 2.0], device=d))
+            out.append(c)
+            a = torch.zeros(1, 3, device=d)
+            a.expand(2, 3)[torch.tensor([0]), torch.tensor([1])] = 5.0
+            out.append(a)
+            a = torch.zeros(1, 3, device=d)
+            a.expand(4, 2, 3)[torch.tensor([3]), torch.tensor([1]), torch.tensor([2])] = 7.0
+            out.append(a)
+            n = torch.full((3,), float("nan"), device=d)
+            n.expand(2, 3)[torch.tensor([1]), torch.tensor([0])] = 1.0
+            out.append(n)
+            e = torch.zeros(2, 1, dtype=torch.int64, device=d)
+            e.expand(2, 4)[:, 2] = torch.tensor([5, 6], device=d)
+            out.append(e)
+        return out
+
+    assert_same(run("tpu"), run("cpu"))

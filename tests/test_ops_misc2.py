@@ -262,3 +262,26 @@ def test_segment_reduce_grad(reduce):
     out = torch.segment_reduce(dt, reduce, lengths=lengths.to("tpu"), initial=1.0)
     (gt,) = torch.autograd.grad(out, dt, g.to("tpu"))
     assert_same(gt, gc, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_gcd_lcm_of_converted_inputs(mode):
+    # Euclid's steps run in a loop: unrolled 93 times, a gcd fed by a dtype
+    # conversion in the same fused graph compiled for minutes (a hang).
+    import torch_tpu_rs
+    torch_tpu_rs.set_eager_mode(mode)
+    a = torch.tensor([4, -7, 6, 0, 2**40, -12])
+    b = torch.tensor([-5, 3, 9, 0, 2**20, 18])
+    for conv in (torch.Tensor.int, torch.Tensor.long, lambda t: t.to(torch.int16)):
+        f = lambda x, y: (torch.gcd(conv(x), conv(y)), torch.lcm(conv(x) % 100, conv(y) % 100))  # noqa: E731
+        assert_same(*run_both(f, a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_frexp_subnormals_and_specials(dtype):
+    # Read from the bits: the plugin's float arithmetic treats subnormal
+    # operands as zero, and frexp(1e-310) came out as (nan, INT_MIN).
+    vals = [1e-310, 5e-324, -2.2250738585072014e-308, 1e-40, 1.4e-45, -7e-39, 6e-8, 1e-5,
+            0.0, -0.0, 0.75, 1e300, float("inf"), float("-inf"), float("nan")]
+    x = torch.tensor(vals, dtype=torch.float64).to(dtype)
+    assert_same(*run_both(torch.frexp, x))

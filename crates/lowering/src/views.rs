@@ -5,7 +5,7 @@
 //! written with); sizes, strides and offsets are in elements of the view's
 //! dtype. A view's offset is a runtime i64 value, so slices at different
 //! positions share one executable.
-use stablehlo::{Builder, DType, GatherDims, ScatterDims, TensorType, Value};
+use stablehlo::{Builder, CompareDir, DType, GatherDims, ScatterDims, TensorType, Value};
 
 use crate::bail;
 use crate::error::Result;
@@ -367,6 +367,8 @@ pub fn write_view(
             return write_box(b, storage, view, plan, offset, value);
         }
     }
+    let (view, value) = collapse_broadcast_dims(b, storage, view, offset, plan, value)?;
+    let view = &view;
     let idx = flat_indices(b, view, offset)?;
     let mut ishape = view.sizes.clone();
     ishape.push(1);
@@ -380,6 +382,58 @@ pub fn write_view(
         index_vector_dim: view.sizes.len() as i64,
     };
     Ok(b.scatter(storage, idx, value, &dims, |_rb, _lhs, rhs| Ok(vec![rhs[0]]))?)
+}
+
+/// A write through a broadcast view (stride 0 along a dim: `x.expand(2, 3)`)
+/// lands each storage element several times. As on the CPU, where the
+/// op's writes go through one by one (`expanded.index_put_(...)`), the
+/// element takes a value that was written to it, not a copy of the old one
+/// from another row: along each such dim, the last position whose value
+/// changed wins, and the dim collapses to size 1. (A plain scatter let the
+/// last row win, unchanged or not, so index_put_ lost its writes.)
+fn collapse_broadcast_dims(
+    b: &mut Builder,
+    storage: Value,
+    view: &ViewSpec,
+    offset: Option<Value>,
+    plan: Option<&BoxPlan>,
+    value: Value,
+) -> Result<(ViewSpec, Value)> {
+    let mut view = view.clone();
+    let mut value = value;
+    let dims: Vec<usize> = (0..view.sizes.len()).filter(|&d| view.strides[d] == 0 && view.sizes[d] > 1).collect();
+    if dims.is_empty() {
+        return Ok((view, value));
+    }
+    let old = read_view(b, storage, &view, offset, plan)?;
+    let changed = b.compare(value, old, CompareDir::Ne)?;
+    // NaN written over NaN is no change.
+    let changed = if view.dtype.is_float() || view.dtype.is_complex() {
+        let nv = b.compare(value, value, CompareDir::Ne)?;
+        let no = b.compare(old, old, CompareDir::Ne)?;
+        let both = b.and(nv, no)?;
+        let keep = b.not(both)?;
+        b.and(changed, keep)?
+    } else {
+        changed
+    };
+    let mut changed = changed;
+    for &d in &dims {
+        let shape = view.sizes.clone();
+        let pos = b.iota(DType::I64, &shape, d as i64)?;
+        let none = b.splat(DType::I64, -1.0, &shape)?;
+        let key = b.select(changed, pos, none)?;
+        let inits = [b.constant_i64(DType::I64, -2), b.constant_f64(view.dtype, 0.0)];
+        let flag_init = b.constant_i64(DType::Bool, 0);
+        let out = b.reduce(&[key, value, changed], &[inits[0], inits[1], flag_init], &[d as i64], |r, x, y| {
+            let take_x = r.compare(x[0], y[0], CompareDir::Ge)?;
+            Ok(vec![r.select(take_x, x[0], y[0])?, r.select(take_x, x[1], y[1])?, r.or(x[2], y[2])?])
+        })?;
+        view.sizes[d] = 1;
+        value = b.reshape(out[1], &view.sizes)?;
+        changed = b.reshape(out[2], &view.sizes)?;
+    }
+    Ok((view, value))
 }
 
 /// The type of a storage buffer holding `n` elements of `dtype`.

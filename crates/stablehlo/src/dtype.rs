@@ -141,7 +141,7 @@ impl DType {
     }
 
     /// Smallest and largest value of an integer or bool type, as i128.
-    pub(crate) fn int_range(self) -> Option<(i128, i128)> {
+    pub fn int_range(self) -> Option<(i128, i128)> {
         let r = match self {
             DType::Bool => (0, 1),
             DType::U8 => (0, u8::MAX as i128),

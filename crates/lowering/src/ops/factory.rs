@@ -70,10 +70,7 @@ fn arange(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             lx.op
         );
     }
-    // Integral start and step give integral values: compute them exactly in
-    // i64 (which also lets an integer out= tensor take them).
     let integral = |x: f64| x.fract() == 0.0 && x.abs() < 9.0e15;
-    let int_math = integral(start) && integral(step);
     let n = if !any_float {
         let (s, e, st) = (start as i64, end as i64, step as i64);
         let sgn = st.signum();
@@ -84,6 +81,15 @@ fn arange(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     if n < 0 {
         bail!(Runtime, "{}: invalid size, possible overflow?", lx.op);
     }
+    // Integral start and step give integral values: compute them exactly in
+    // i64 (which also lets an integer out= tensor take them). So does an
+    // integer result dtype: the CPU truncates start and step to int64 first
+    // (arange(0.5, 4, dtype=int32) is 0..3; arange(0, 2, 0.5, dtype=int64)
+    // is four zeros), the length still coming from the float bounds.
+    let target = if is_out_variant(lx) { lx.out_dtype } else { requested };
+    let int_target = target.is_some_and(|d| d.is_integer() && d != DType::Bool);
+    let (start, step) = if int_target { (start.trunc(), step.trunc()) } else { (start, step) };
+    let int_math = integral(start) && integral(step);
     let out = if int_math {
         let i = lx.b.iota(DType::I64, &[n], 0)?;
         let st = lx.b.splat_i64(DType::I64, step as i64, &[n])?;

@@ -217,6 +217,11 @@ pub(crate) fn clamp_ops(lx: &mut Lower, x: &Operand, lo: Option<&Operand>, hi: O
         }
         return compute(lx, &ops, out, |lx, v| Ok(if lo.is_some() { lx.b.max(v[0], v[1])? } else { lx.b.min(v[0], v[1])? }));
     }
+    let lo = lo.map(|b| int_bound(lx, b, out, true)).transpose()?;
+    let hi = hi.map(|b| int_bound(lx, b, out, false)).transpose()?;
+    let mut ops = vec![x];
+    ops.extend(lo.as_ref());
+    ops.extend(hi.as_ref());
     compute(lx, &ops, out, |lx, v| {
         let mut r = v[0];
         let mut i = 1;
@@ -229,6 +234,24 @@ pub(crate) fn clamp_ops(lx: &mut Lower, x: &Operand, lo: Option<&Operand>, hi: O
         }
         Ok(r)
     })
+}
+
+/// A Python-number bound of an integer clamp, as the CPU treats it: a min
+/// above the dtype's range (or a max below it) raises, and a bound beyond
+/// the other end clamps nothing, so it saturates there (a plain conversion
+/// would wrap: int8's clamp(-200, 200) turned into clamp(56, -56)).
+fn int_bound(lx: &mut Lower, b: &Operand, out: DType, is_min: bool) -> Result<Operand> {
+    let Some((lo, hi)) = out.int_range() else { return Ok(b.clone()) };
+    if b.class != PromoClass::Wrapped || out == DType::Bool || out == DType::I64 || !b.dtype.is_integer() {
+        return Ok(b.clone());
+    }
+    let dt = b.dtype;
+    let (lov, hiv) = (lx.b.constant_i64(dt, lo as i64), lx.b.constant_i64(dt, hi as i64));
+    let bad = if is_min { cmp(lx, b.value, hiv, CompareDir::Gt)? } else { cmp(lx, b.value, lov, CompareDir::Lt)? };
+    lx.check_runtime(bad, format!("{}: Clamp {} value is outside the representable range of {}",
+        lx.op, if is_min { "min" } else { "max" }, super::type_name(out)));
+    let value = lx.b.clamp(lov, b.value, hiv)?;
+    Ok(Operand { value, ..b.clone() })
 }
 
 /// `self + weight * (end - self)`, evaluated as PyTorch does for accuracy.
@@ -450,7 +473,36 @@ pub(crate) fn hypot(lx: &mut Lower, args: &Args) -> R {
         let a2 = lx.b.mul(a, a)?;
         let b2 = lx.b.mul(b, b)?;
         let s = lx.b.add(a2, b2)?;
-        Ok(lx.b.sqrt(s)?)
+        let naive = lx.b.sqrt(s)?;
+        if !matches!(lx.dtype(a), DType::F32 | DType::F64) {
+            return Ok(naive);
+        }
+        // Where a^2 + b^2 would overflow or underflow: m sqrt(1 + (n/m)^2)
+        // with m = max(|a|, |b|), n = min; inf wins over NaN, as in C.
+        let (aa, ab) = (lx.b.abs(a)?, lx.b.abs(b)?);
+        let m = lx.b.max(aa, ab)?;
+        let n = lx.b.min(aa, ab)?;
+        let zero = k(lx, m, 0.0)?;
+        let one = k(lx, m, 1.0)?;
+        let is_zero = cmp(lx, m, zero, CompareDir::Eq)?;
+        let safe = lx.b.select(is_zero, one, m)?;
+        let r = lx.b.div(n, safe)?;
+        let r2 = lx.b.mul(r, r)?;
+        let r2 = lx.b.add(one, r2)?;
+        let r2 = lx.b.sqrt(r2)?;
+        let scaled = lx.b.mul(m, r2)?;
+        let (lo, hi) = if lx.dtype(a) == DType::F64 { (1e-150, 1e150) } else { (1e-18, 1e18) };
+        let (lo, hi) = (k(lx, m, lo)?, k(lx, m, hi)?);
+        let small = cmp(lx, m, lo, CompareDir::Lt)?;
+        let big = cmp(lx, m, hi, CompareDir::Gt)?;
+        let extreme = lx.b.or(small, big)?;
+        let h = lx.b.select(extreme, scaled, naive)?;
+        let h = lx.b.select(is_zero, zero, h)?;
+        let inf = k(lx, m, f64::INFINITY)?;
+        let a_inf = cmp(lx, aa, inf, CompareDir::Eq)?;
+        let b_inf = cmp(lx, ab, inf, CompareDir::Eq)?;
+        let any_inf = lx.b.or(a_inf, b_inf)?;
+        Ok(lx.b.select(any_inf, inf, h)?)
     })
 }
 

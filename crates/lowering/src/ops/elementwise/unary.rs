@@ -128,11 +128,7 @@ float_unary! {
     }
     tanh(lx, x) { Ok(lx.b.tanh(x)?) }
     erf(lx, x) { Ok(lx.b.erf(x)?) }
-    erfc(lx, x) {
-        let e = lx.b.erf(x)?;
-        let one = k(lx, x, 1.0)?;
-        Ok(lx.b.sub(one, e)?)
-    }
+    erfc(lx, x) { crate::ops::special_fns::erfc(lx, x) }
     erfinv(lx, x) { Ok(lx.b.erfinv(x)?) }
     sigmoid(lx, x) {
         if !lx.dtype(x).is_complex() {

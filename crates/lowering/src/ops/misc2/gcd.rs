@@ -1,4 +1,4 @@
-//! gcd and lcm of integer tensors (unrolled Euclid).
+//! gcd and lcm of integer tensors (Euclid's algorithm in a loop).
 use stablehlo::{CompareDir, DType};
 
 use super::{cmp, R, V};
@@ -18,22 +18,32 @@ fn int_pair(lx: &mut Lower, args: &Args, name: &str) -> Result<(V, V, DType)> {
     Ok((v[0], v[1], out))
 }
 
+/// Euclid's algorithm as a `stablehlo.while` until every b is 0. (Unrolled
+/// for the worst case, 93 steps for int64, the program made XLA's compile
+/// time explode when the inputs came from a conversion in the same fused
+/// graph.)
 fn gcd_of(lx: &mut Lower, a: V, b: V, dt: DType) -> Result<V> {
-    let steps = match dt {
-        DType::I64 => 93,
-        _ => 48,
-    };
-    let (mut a, mut b) = (a, b);
-    for _ in 0..steps {
-        let z = cmp(lx, b, 0.0, CompareDir::Eq)?;
-        let one = lx.full_like(b, 1.0)?;
-        let safe = lx.b.select(z, one, b)?;
-        let r = lx.b.rem(a, safe)?;
-        let na = lx.b.select(z, a, b)?;
-        let nb = lx.b.select(z, b, r)?;
-        a = na;
-        b = nb;
-    }
+    let op = lx.op.to_string();
+    let out = lx.b.while_loop::<crate::error::LowerError>(
+        &[a, b],
+        |r, c| {
+            let l = &mut Lower::new(r, &op);
+            let nz = cmp(l, c[1], 0.0, CompareDir::Ne)?;
+            crate::ops::indexing::any(l, nz)
+        },
+        |r, c| {
+            let l = &mut Lower::new(r, &op);
+            let (a, b) = (c[0], c[1]);
+            let z = cmp(l, b, 0.0, CompareDir::Eq)?;
+            let one = l.full_like(b, 1.0)?;
+            let safe = l.b.select(z, one, b)?;
+            let rem = l.b.rem(a, safe)?;
+            let na = l.b.select(z, a, b)?;
+            let nb = l.b.select(z, b, rem)?;
+            Ok(vec![na, nb])
+        },
+    )?;
+    let a = out[0];
     if dt == DType::U8 {
         return Ok(a);
     }
