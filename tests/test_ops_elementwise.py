@@ -526,3 +526,17 @@ def test_erfc_tails(dtype):
                       float("inf"), float("-inf"), float("nan")], dtype=dtype)
     t, c = run_both(torch.erfc, x)
     assert_same(t, c, rtol={torch.float32: 1e-6, torch.float64: 1e-13, torch.bfloat16: 1e-2}[dtype], atol=0)
+
+
+def test_float64_erf_family_at_full_precision():
+    # The float64 fits were good to about 1e-10 (erf) and 2e-8 (erfinv);
+    # erf now uses its series and erfcx, erfinv two Newton steps on top.
+    x = torch.cat([torch.linspace(-7, 7, 1001, dtype=torch.float64),
+                   torch.tensor([0.0, -0.0, 1e-300, 0.4999999, 0.5, float("inf"), float("-inf"), float("nan")],
+                                dtype=torch.float64)])
+    for f in (torch.erf, torch.erfc, torch.nn.functional.gelu):
+        assert_same(*run_both(f, x), rtol=1e-13, atol=0)
+    y = torch.cat([torch.linspace(-0.999999999, 0.999999999, 1001, dtype=torch.float64),
+                   torch.tensor([0.0, -0.0, 1e-300, -1e-120, 1e-12, 0.999, 1 - 1e-15, 1.0, -1.0, 1.5, float("nan")],
+                                dtype=torch.float64)])
+    assert_same(*run_both(torch.erfinv, y), rtol=1e-14, atol=0)

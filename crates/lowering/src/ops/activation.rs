@@ -215,7 +215,7 @@ fn gelu(lx: &mut Lower, args: &Args) -> R {
     } else {
         let c = k(lx, x, SQRT1_2)?;
         let xc = lx.b.mul(x, c)?;
-        let e = lx.b.erf(xc)?;
+        let e = crate::ops::special_fns::erf_precise(lx, xc)?;
         let s = lx.b.add(one, e)?;
         let xh = lx.b.mul(x, half)?;
         lx.b.mul(xh, s)?
@@ -249,7 +249,7 @@ fn gelu_backward(lx: &mut Lower, args: &Args) -> R {
     } else {
         let c = k(lx, x, SQRT1_2)?;
         let xc = lx.b.mul(x, c)?;
-        let e = lx.b.erf(xc)?;
+        let e = crate::ops::special_fns::erf_precise(lx, xc)?;
         let s = lx.b.add(one, e)?;
         let cdf = lx.b.mul(half, s)?;
         let x2 = lx.b.mul(x, x)?;

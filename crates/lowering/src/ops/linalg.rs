@@ -262,7 +262,7 @@ fn addmm_activation(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         // Exact (erf) gelu, as PyTorch's CPU kernel: 0.5 x (1 + erf(x / sqrt 2)).
         let k = lx.full_like(r, std::f64::consts::FRAC_1_SQRT_2)?;
         let t = lx.b.mul(r, k)?;
-        let t = lx.b.erf(t)?;
+        let t = crate::ops::special_fns::erf_precise(lx, t)?;
         let one = lx.full_like(r, 1.0)?;
         let t = lx.b.add(t, one)?;
         let half = lx.full_like(r, 0.5)?;

@@ -127,9 +127,9 @@ float_unary! {
         Ok(lx.b.mul(s, half)?)
     }
     tanh(lx, x) { Ok(lx.b.tanh(x)?) }
-    erf(lx, x) { Ok(lx.b.erf(x)?) }
+    erf(lx, x) { crate::ops::special_fns::erf_precise(lx, x) }
     erfc(lx, x) { crate::ops::special_fns::erfc(lx, x) }
-    erfinv(lx, x) { Ok(lx.b.erfinv(x)?) }
+    erfinv(lx, x) { crate::ops::special_fns::erfinv_precise(lx, x) }
     sigmoid(lx, x) {
         if !lx.dtype(x).is_complex() {
             return Ok(lx.b.logistic(x)?);

@@ -29,6 +29,7 @@ use crate::table::OpEntry;
 mod bessel;
 mod coef;
 mod erf;
+pub(crate) use erf::{erf_precise, erfinv_precise};
 mod igamma;
 mod poly;
 
