@@ -540,3 +540,28 @@ def test_float64_erf_family_at_full_precision():
                    torch.tensor([0.0, -0.0, 1e-300, -1e-120, 1e-12, 0.999, 1 - 1e-15, 1.0, -1.0, 1.5, float("nan")],
                                 dtype=torch.float64)])
     assert_same(*run_both(torch.erfinv, y), rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("fill", [
+    lambda t, v: t.fill_(v),
+    lambda t, v: torch.full(t.shape, v, dtype=t.dtype, device=t.device),
+    lambda t, v: t.masked_fill(torch.ones_like(t, dtype=torch.bool), v),
+    lambda t, v: t.index_fill(0, torch.tensor([0], device=t.device), v),
+    lambda t, v: t.scatter(0, torch.tensor([0], device=t.device), v),
+])
+def test_fill_values_that_overflow_raise_like_cpu(fill):
+    # c10's checked_convert: 300 into uint8 raises (it wrapped to 44);
+    # unsigned targets take down to -max (wrapping), floats take inf.
+    cases = [(torch.uint8, 300, False), (torch.uint8, -1, True), (torch.uint8, -256, False), (torch.int8, 127, True),
+             (torch.int8, -129, False), (torch.int32, 2**31, False), (torch.float16, 1e6, False),
+             (torch.float16, float("inf"), True), (torch.float32, 1e300, False), (torch.uint8, 1.5, True)]
+    for dtype, v, ok in cases:
+        x = torch.tensor([1, 2, 3]).to(dtype)
+        if ok:
+            assert_same(*run_both(lambda t: fill(t.clone(), v), x))
+            continue
+        with pytest.raises(RuntimeError, match="without overflow"):
+            fill(x.clone(), v)
+        with pytest.raises(RuntimeError, match="without overflow"):
+            fill(x.to("tpu"), v).cpu()
+    assert_same(*run_both(lambda t: t + 1, torch.tensor([1, 2, 3], dtype=torch.uint8)))

@@ -23,8 +23,7 @@ pub const OPS: &[OpEntry] = &[
 fn fill(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
     let v = args.operand(1)?;
-    super::elementwise::check_fill_value(lx.op, v.dtype, t.dtype)?;
-    let v = lx.cast(v.value, t.dtype)?;
+    let v = super::elementwise::checked_fill_value(lx, &v, t.dtype)?;
     Ok(vec![lx.b.broadcast_in_dim(v, &t.shape, &[])?])
 }
 

@@ -258,6 +258,59 @@ pub(crate) fn check_fill_value(op: &str, value: DType, target: DType) -> Result<
     Ok(())
 }
 
+/// A fill value (`fill_`, `full`, `masked_fill`, `index_fill`) converted
+/// to the tensor's dtype, with the CPU's overflow check (c10's
+/// `checked_convert`): a value outside the target's range raises "value
+/// cannot be converted to type uint8_t without overflow" instead of
+/// wrapping (300 into uint8 was 44). Unsigned targets accept down to
+/// -max, which wraps (-1 is 255); float targets accept infinities and NaN.
+pub(crate) fn checked_fill_value(lx: &mut Lower, v: &crate::args::Operand, target: DType) -> Result<Value> {
+    check_fill_value(lx.op, v.dtype, target)?;
+    let limits: Option<(f64, f64)> = match target {
+        DType::U8 => Some((-255.0, 255.0)),
+        DType::I8 => Some((i8::MIN as f64, i8::MAX as f64)),
+        DType::I16 => Some((i16::MIN as f64, i16::MAX as f64)),
+        DType::I32 => Some((i32::MIN as f64, i32::MAX as f64)),
+        DType::F16 => Some((-65504.0, 65504.0)),
+        DType::BF16 => Some((-3.3895313892515355e38, 3.3895313892515355e38)),
+        DType::F32 => Some((f32::MIN as f64, f32::MAX as f64)),
+        _ => None,
+    };
+    let wider = match (v.dtype, target) {
+        (s, t) if s == t => false,
+        (DType::F64 | DType::I64, _) => true,
+        (DType::F32, DType::F16 | DType::BF16) => true,
+        (s, t) if s.is_float() && t.is_integer() => true,
+        (DType::I32, DType::I8 | DType::I16 | DType::U8 | DType::F16 | DType::BF16) => true,
+        (DType::I16, DType::I8 | DType::U8) => true,
+        _ => false,
+    };
+    if let (Some((lo, hi)), true) = (limits, wider) {
+        let x = lx.cast(v.value, DType::F64)?;
+        let lov = lx.full_like(x, lo)?;
+        let hiv = lx.full_like(x, hi)?;
+        let below = lx.b.compare(x, lov, CompareDir::Lt)?;
+        let above = lx.b.compare(x, hiv, CompareDir::Gt)?;
+        let mut bad = lx.b.or(below, above)?;
+        if target.is_float() {
+            let fin = lx.b.is_finite(x)?;
+            bad = lx.b.and(bad, fin)?;
+        }
+        let bad = crate::ops::indexing::any(lx, bad)?;
+        let name = match target {
+            DType::U8 => "uint8_t",
+            DType::I8 => "int8_t",
+            DType::I16 => "int16_t",
+            DType::I32 => "int",
+            DType::F16 => "c10::Half",
+            DType::BF16 => "c10::BFloat16",
+            _ => "float",
+        };
+        lx.check_runtime(bad, format!("{}: value cannot be converted to type {name} without overflow", lx.op));
+    }
+    lx.cast(v.value, target)
+}
+
 /// PyTorch's "not implemented for 'Bool'"-style dtype error.
 pub(crate) fn not_for(name: &str, d: DType) -> LowerError {
     LowerError::new(ErrorKind::NotImplemented, format!("\"{name}\" not implemented for '{}'", type_name(d)))

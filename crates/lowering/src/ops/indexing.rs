@@ -213,7 +213,7 @@ fn index_fill(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     } else {
         lx.b.broadcast_in_dim(hit, &t.shape, &[d as i64])?
     };
-    let v = lx.cast(value.value, t.dtype)?;
+    let v = crate::ops::elementwise::checked_fill_value(lx, &value, t.dtype)?;
     let v = lx.b.broadcast_in_dim(v, &t.shape, &[])?;
     Ok(vec![lx.b.select(mask, v, t.value)?])
 }

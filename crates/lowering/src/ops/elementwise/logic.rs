@@ -147,11 +147,10 @@ pub(super) fn masked_fill(lx: &mut Lower, args: &Args) -> R {
             v.shape.len()
         );
     }
-    super::check_fill_value(lx.op, v.dtype, s.dtype)?;
+    let fill = super::checked_fill_value(lx, &v, s.dtype)?;
     let shape = broadcast_shape(lx, &[&s, &m])?;
     let cv = condition(lx, &m, &shape)?;
     let sv = lx.expand(s.value, &shape)?;
-    let fill = lx.cast(v.value, s.dtype)?;
     let fill = lx.expand(fill, &shape)?;
     Ok(vec![lx.b.select(cv, fill, sv)?])
 }

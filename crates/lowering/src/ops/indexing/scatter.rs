@@ -211,7 +211,7 @@ fn updates_for(
         }
         None => {
             let s = args.operand(i)?;
-            let v = lx.cast(s.value, t.dtype)?;
+            let v = crate::ops::elementwise::checked_fill_value(lx, &s, t.dtype)?;
             Ok(lx.b.broadcast_in_dim(v, &index.shape, &[])?)
         }
     }
