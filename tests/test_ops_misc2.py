@@ -285,3 +285,19 @@ def test_frexp_subnormals_and_specials(dtype):
             0.0, -0.0, 0.75, 1e300, float("inf"), float("-inf"), float("nan")]
     x = torch.tensor(vals, dtype=torch.float64).to(dtype)
     assert_same(*run_both(torch.frexp, x))
+
+
+@pytest.mark.parametrize("padding_idx", [None, 1])
+def test_embedding_bag_max_with_nan_follows_the_cpu_walk(padding_idx):
+    # The CPU's first row sets a bag's maximum and later rows replace it only
+    # when strictly greater: a NaN first row gives NaN, a later NaN is
+    # skipped (tpu used to skip every NaN). max_indices follow suit.
+    nan, inf = float("nan"), float("inf")
+    w = torch.tensor([[1.0, nan], [2.0, 3.0], [nan, 0.5], [4.0, -1.0], [-inf, nan], [nan, nan]])
+    idx = torch.tensor([0, 1, 2, 1, 3, 3, 4, 5, 5, 4, 1, 0])
+    off = torch.tensor([0, 2, 4, 6, 8, 10])
+    pad = -1 if padding_idx is None else padding_idx
+    f = lambda w, i, o: torch.ops.aten._embedding_bag(w, i, o, False, 2, False, None, False, pad)  # noqa: E731
+    t, c = run_both(f, w, idx, off)
+    assert_same(t[0], c[0])
+    assert_same(t[3], c[3])  # max_indices

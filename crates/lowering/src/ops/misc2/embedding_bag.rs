@@ -131,27 +131,44 @@ pub(super) fn embedding_bag(lx: &mut Lower, args: &Args) -> R {
     let cnt = lx.cast(mask, DType::I64)?;
     let cnt = lx.b.reduce_sum(cnt, &[1])?; // [nb]
     let (out, maxi) = if mode == MAX {
+        // The CPU walks each bag in order: its first row sets the result,
+        // a later one replaces it only when strictly greater. So a NaN first
+        // row gives NaN, a later NaN is never taken: the maximum of the
+        // non-NaN rows unless the first is NaN.
+        let pos = lx.b.iota(DType::I64, &big, 1)?;
+        let past = lx.full(DType::I64, n as f64, &big)?;
+        let in_bag = lx.b.select(mb, pos, past)?;
+        let first_pos = lx.b.reduce_min(in_bag, &[1])?; // [nb, dm], the same for every column
+        let fpb = lx.b.broadcast_in_dim(first_pos, &big, &[0, 2])?;
+        let is_first = lx.b.compare(pos, fpb, CompareDir::Eq)?;
+        let nan = lx.b.compare(xb, xb, CompareDir::Ne)?;
+        let first_nan = lx.b.and(is_first, nan)?;
+        let first_nan = lx.b.reduce_or(first_nan, &[1])?; // [nb, dm]
+        let not_nan = lx.b.not(nan)?;
+        let usable = lx.b.and(mb, not_nan)?;
         let id = lx.full(w, f64::NEG_INFINITY, &big)?;
-        let sel = lx.b.select(mb, xb, id)?;
+        let sel = lx.b.select(usable, xb, id)?;
         let m = lx.b.reduce_max(sel, &[1])?;
         let cb = lx.b.broadcast_in_dim(cnt, &[nb, dm], &[0])?;
         let empty = cmp(lx, cb, 0.0, CompareDir::Eq)?;
         let z = lx.full(w, 0.0, &[nb, dm])?;
+        let nanv = lx.full(w, f64::NAN, &[nb, dm])?;
+        let m = lx.b.select(first_nan, nanv, m)?;
         let out = lx.b.select(empty, z, m)?;
-        // max_indices: the weight row of each maximum, the first in its bag
-        // (as the CPU picks); 0 for an empty bag.
+        // max_indices: the weight row of the first maximum in its bag (or of
+        // the NaN first row); 0 for an empty bag.
         let mbig = lx.b.broadcast_in_dim(m, &big, &[0, 2])?;
         let at_max = lx.b.compare(sel, mbig, CompareDir::Eq)?;
-        let at_max = lx.b.and(at_max, mb)?;
-        let pos = lx.b.iota(DType::I64, &big, 1)?;
-        let past = lx.full(DType::I64, n as f64, &big)?;
+        let at_max = lx.b.and(at_max, usable)?;
+        let fnb = lx.b.broadcast_in_dim(first_nan, &big, &[0, 2])?;
+        let at_max = lx.b.select(fnb, is_first, at_max)?;
         let cand = lx.b.select(at_max, pos, past)?;
         let first = lx.b.reduce_min(cand, &[1])?;
         let fb = lx.b.broadcast_in_dim(first, &big, &[0, 2])?;
-        let is_first = lx.b.compare(pos, fb, CompareDir::Eq)?;
+        let is_max = lx.b.compare(pos, fb, CompareDir::Eq)?;
         let ib = lx.b.broadcast_in_dim(idx, &big, &[1])?;
         let zero = lx.full(DType::I64, 0.0, &big)?;
-        let picked = lx.b.select(is_first, ib, zero)?;
+        let picked = lx.b.select(is_max, ib, zero)?;
         (out, lx.b.reduce_sum(picked, &[1])?)
     } else {
         let id = lx.full(w, 0.0, &big)?;
