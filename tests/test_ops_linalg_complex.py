@@ -98,6 +98,31 @@ def test_cholesky_family(dtype, upper):
         assert_same(t, c, **tol(dtype))
 
 
+def _fails_at_pivot_3():
+    g = torch.Generator().manual_seed(0)
+    m = torch.randn(5, 5, generator=g, dtype=torch.float64)
+    a = m @ m.mT + 5 * torch.eye(5, dtype=torch.float64)
+    a[2, 2] = -50.0
+    return a
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_cholesky_reads_one_triangle_and_a_real_diagonal(dtype):
+    # LAPACK reads only the triangle `upper` names, and only the real part of
+    # a complex diagonal: garbage elsewhere must not matter.
+    a = hpd(2, 4, 4, dtype=dtype, seed=22)
+    garbage = a.clone()
+    rows, cols = torch.tril_indices(4, 4, -1)
+    garbage[:, rows, cols] = 9.0
+    assert_same(*run_both(lambda x: torch.linalg.cholesky_ex(x, upper=True), garbage), **tol(dtype))
+    garbage = a.clone()
+    garbage[:, cols, rows] = 9.0
+    assert_same(*run_both(lambda x: torch.linalg.cholesky_ex(x, upper=False), garbage), **tol(dtype))
+    if dtype.is_complex:
+        imag_diag = a + 0.5j * torch.eye(4, dtype=dtype)
+        assert_same(*run_both(torch.linalg.cholesky_ex, imag_diag), **tol(dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
 def test_cholesky_not_positive_definite(dtype):
     # Like LAPACK's potrf: info is the first non-positive pivot (1-based) and
@@ -107,6 +132,8 @@ def test_cholesky_not_positive_definite(dtype):
         torch.tensor([[4., 2, 0], [2, 1, 0], [0, 0, 1]]),  # singular: pivot 2 is 0
         torch.tensor([[float("nan"), 0], [0, 1.]]),
         torch.stack([torch.tensor([[1., 2], [2, 1]]), 3 * torch.eye(2)]),  # one bad, one good
+        torch.zeros(1, 1),  # sqrt(0) = 0: XLA reports no failure
+        _fails_at_pivot_3(),  # below and right of the failed pivot keep A's values (left-looking potf2)
     ]
     for a in mats:
         t, c = run_both(torch.linalg.cholesky_ex, a.to(dtype))

@@ -385,12 +385,14 @@ pub fn write_view(
 }
 
 /// A write through a broadcast view (stride 0 along a dim: `x.expand(2, 3)`)
-/// lands each storage element several times. As on the CPU, where the
-/// op's writes go through one by one (`expanded.index_put_(...)`), the
-/// element takes a value that was written to it, not a copy of the old one
-/// from another row: along each such dim, the last position whose value
-/// changed wins, and the dim collapses to size 1. (A plain scatter let the
-/// last row win, unchanged or not, so index_put_ lost its writes.)
+/// lands each storage element several times. The element takes a value
+/// that was written to it rather than the old value copied from another
+/// row: along each such dim, the last position whose value changed wins,
+/// and the dim collapses to size 1. (A plain scatter let the last row win,
+/// changed or not, so `expanded.index_put_(...)` lost its writes.) It is
+/// not the CPU's rule in every case: the CPU takes the last write in the
+/// op's own order, and a write of the old value is invisible here; PyTorch
+/// deprecates these writes and refuses most of them.
 fn collapse_broadcast_dims(
     b: &mut Builder,
     storage: Value,

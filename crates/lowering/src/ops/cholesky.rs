@@ -8,6 +8,7 @@ use crate::args::{Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
 use crate::error::Result;
+use crate::ops::complex;
 use crate::op;
 use crate::table::OpEntry;
 
@@ -31,7 +32,7 @@ fn square(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
             lx.op, t.shape.get(r.wrapping_sub(2)).copied().unwrap_or(0), t.shape.last().copied().unwrap_or(0));
     }
     if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
-        bail!(Runtime, "{}: Low precision dtypes not supported. Got {:?} for {what} (tpu supports float32/float64)", lx.op, t.dtype);
+        bail!(Runtime, "{}: Low precision dtypes not supported. Got {:?} for {what} (tpu supports float32/float64/complex64/complex128)", lx.op, t.dtype);
     }
     Ok(())
 }
@@ -49,24 +50,35 @@ fn tri(lx: &mut Lower, x: Value, lower: bool) -> Result<Value> {
 
 /// Returns (factor, info i32[batch]).
 ///
-/// XLA's `stablehlo.cholesky` is fast but fills a matrix it cannot factor
-/// with NaN, where LAPACK's potrf stops at the first non-positive pivot,
-/// reports it in info (1-based) and leaves the factorization up to there.
-/// So a failed matrix is factored again by `potf2` (a loop that runs only
-/// when some matrix failed), and its result replaces XLA's for it.
+/// Like LAPACK's potrf, `upper` reads A's upper triangle (here: the lower
+/// one of A^H, factored as L and returned as U = L^H), and a complex
+/// diagonal counts by its real part. XLA's `stablehlo.cholesky` is fast
+/// but fills a matrix it cannot factor with NaN, where potrf stops at the
+/// first non-positive pivot, reports it in info (1-based) and leaves the
+/// factorization up to there: a failed matrix is factored again by `potf2`
+/// (a loop that runs only when some matrix failed), whose result replaces
+/// XLA's for it.
 fn chol(lx: &mut Lower, a: &TensorArg, upper: bool, check: bool) -> Result<(Value, Value)> {
     square(lx, a, "A")?;
     let r = a.shape.len();
     let n = a.shape[r - 1];
     let batch = a.shape[..r - 2].to_vec();
     let bt: i64 = batch.iter().product();
-    let fast = lx.b.cholesky(a.value, true)?;
-    let fast = lx.b.reshape(fast, &[bt, n, n])?;
-    // XLA failed on a matrix iff its factor has a NaN.
+    let src = if upper { complex::adjoint(lx.b, a.value)? } else { a.value };
+    let src = complex::real_diagonal(lx.b, src)?;
+    let a3 = lx.b.reshape(src, &[bt, n, n])?;
+    let fast = lx.b.cholesky(a3, true)?;
+    // XLA failed on a matrix if its factor has a NaN or a diagonal entry that
+    // is not > 0 (a 1x1 zero gives sqrt(0) = 0).
     let nan = lx.b.compare(fast, fast, CompareDir::Ne)?;
     let failed = lx.b.reduce_or(nan, &[1, 2])?; // [bt]
+    let diag = diagonal(lx, fast)?;
+    let zd = lx.full_like(diag, 0.0)?;
+    let pos = lx.b.compare(diag, zd, CompareDir::Gt)?;
+    let not_pos = lx.b.not(pos)?;
+    let not_pos = lx.b.reduce_or(not_pos, &[1])?;
+    let failed = lx.b.or(failed, not_pos)?;
     let any_failed = if bt > 0 { lx.b.reduce_or(failed, &[0])? } else { lx.b.constant_i64(DType::Bool, 0) };
-    let a3 = lx.b.reshape(a.value, &[bt, n, n])?;
     let (slow, info) = potf2(lx, a3, any_failed)?;
     let zi = lx.full(DType::I32, 0.0, &[bt])?;
     let use_slow = lx.b.compare(info, zi, CompareDir::Ne)?;
@@ -84,15 +96,28 @@ fn chol(lx: &mut Lower, a: &TensorArg, upper: bool, check: bool) -> Result<(Valu
         let any = if rank > 0 { lx.b.reduce_or(bad, &dims)? } else { bad };
         lx.check_linalg(any, format!("{}: The factorization could not be completed because the input is not positive-definite.", lx.op));
     }
-    let out = if upper { adjoint(lx, l)? } else { l };
+    let out = if upper { complex::adjoint(lx.b, l)? } else { l };
     Ok((out, info))
 }
 
-/// LAPACK's unblocked Cholesky (potf2, lower) of `a` `[B, n, n]`, one column
-/// per iteration, while `run`: column j's pivot d = A[j, j] after the earlier
-/// columns' updates; d > 0 (not NaN) makes L[j, j] = sqrt(d), divides the
-/// column below by it and updates the trailing block; otherwise info = j + 1
-/// and the matrix is left as it is. Returns (A factored in place, info).
+/// The real part of the diagonal `[B, n]` of `x` `[B, n, n]`.
+fn diagonal(lx: &mut Lower, x: Value) -> Result<Value> {
+    let s = lx.shape(x);
+    let rows = lx.b.iota(DType::I64, &s, 1)?;
+    let cols = lx.b.iota(DType::I64, &s, 2)?;
+    let on = lx.b.compare(rows, cols, CompareDir::Eq)?;
+    let z = lx.full_like(x, 0.0)?;
+    let d = lx.b.select(on, x, z)?;
+    let d = lx.b.reduce_sum(d, &[2])?;
+    Ok(if lx.dtype(d).is_complex() { lx.b.real(d)? } else { d })
+}
+
+/// LAPACK's unblocked, left-looking Cholesky (potf2, lower) of `a`
+/// `[B, n, n]`, one column per iteration, while `run`: column j becomes
+/// A[:, j] - L[:, :j] L[j, :j]^H; its pivot d (real part) > 0 makes
+/// L[j, j] = sqrt(d) and divides the entries below by it. Otherwise info =
+/// j + 1, A[j, j] = d, and everything below and to the right keeps A's
+/// values, as LAPACK leaves them. Returns (A factored in place, info).
 fn potf2(lx: &mut Lower, a: Value, run: Value) -> Result<(Value, Value)> {
     let s = lx.shape(a);
     let (bt, n) = (s[0], s[1]);
@@ -113,15 +138,26 @@ fn potf2(lx: &mut Lower, a: Value, run: Value) -> Result<(Value, Value)> {
             let l = &mut Lower::new(b, &op);
             let (j, a, info) = (c[0], c[1], c[2]);
             let dt = l.dtype(a);
-            let bnn = [bt, n, n];
             let z = l.b.constant_i64(DType::I64, 0);
             let col = l.b.dynamic_slice(a, &[z, z, j], &[bt, n, 1])?;
             let col = l.b.reshape(col, &[bt, n])?;
+            let row = l.b.dynamic_slice(a, &[z, j, z], &[bt, 1, n])?;
+            let row = l.b.reshape(row, &[bt, n])?;
             let rid = l.b.iota(DType::I64, &[bt, n], 1)?;
             let jn = l.b.broadcast_in_dim(j, &[bt, n], &[])?;
-            let at_j = l.b.compare(rid, jn, CompareDir::Eq)?;
+            let before = l.b.compare(rid, jn, CompareDir::Lt)?;
             let zc = l.full_like(col, 0.0)?;
-            let dv = l.b.select(at_j, col, zc)?;
+            let lrow = l.b.select(before, row, zc)?; // L[j, :j]
+            let c3 = l.b.iota(DType::I64, &[bt, n, n], 2)?;
+            let j3 = l.b.broadcast_in_dim(j, &[bt, n, n], &[])?;
+            let left = l.b.compare(c3, j3, CompareDir::Lt)?;
+            let z3 = l.full_like(a, 0.0)?;
+            let lcols = l.b.select(left, a, z3)?; // L[:, :j]
+            let clrow = complex::conj(l.b, lrow)?;
+            let upd = l.b.dot_general(lcols, clrow, &[0], &[0], &[2], &[1], None)?; // [bt, n]
+            let newcol = l.b.sub(col, upd)?;
+            let at_j = l.b.compare(rid, jn, CompareDir::Eq)?;
+            let dv = l.b.select(at_j, newcol, zc)?;
             let d = l.b.reduce_sum(dv, &[1])?; // [bt]
             let d = if dt.is_complex() { l.b.real(d)? } else { d };
             let zd = l.full_like(d, 0.0)?;
@@ -136,39 +172,30 @@ fn potf2(lx: &mut Lower, a: Value, run: Value) -> Result<(Value, Value)> {
             let j1i = l.b.convert(j1, DType::I32)?;
             let j1b = l.b.broadcast_in_dim(j1i, &[bt], &[])?;
             let info = l.b.select(fail, j1b, info)?;
-            // The new column: sqrt(d) on the diagonal, the rest below divided by it.
+            // Column j: sqrt(d) on the diagonal and the rest below divided by
+            // it; on failure only the diagonal takes d.
             let ones = l.full_like(d, 1.0)?;
             let safe = l.b.select(ok, d, ones)?;
             let ljj = l.b.sqrt(safe)?;
             let ljj = l.cast(ljj, dt)?;
             let ljjn = l.b.broadcast_in_dim(ljj, &[bt, n], &[0])?;
             let below = l.b.compare(rid, jn, CompareDir::Gt)?;
-            let scaled = l.b.div(col, ljjn)?;
-            let newcol = l.b.select(below, scaled, col)?;
-            let newcol = l.b.select(at_j, ljjn, newcol)?;
+            let scaled = l.b.div(newcol, ljjn)?;
+            let good = l.b.select(below, scaled, col)?;
+            let good = l.b.select(at_j, ljjn, good)?;
+            let dc = l.cast(d, dt)?;
+            let dn = l.b.broadcast_in_dim(dc, &[bt, n], &[0])?;
+            let bad = l.b.select(at_j, dn, col)?;
+            let pn = l.b.broadcast_in_dim(proceed, &[bt, n], &[0])?;
+            let fnn = l.b.broadcast_in_dim(fail, &[bt, n], &[0])?;
+            let newcol = l.b.select(pn, good, col)?;
+            let newcol = l.b.select(fnn, bad, newcol)?;
             let upd_col = l.b.reshape(newcol, &[bt, n, 1])?;
-            let a1 = l.b.dynamic_update_slice(a, upd_col, &[z, z, j])?;
-            // Trailing update A[i, k] -= L[i, j] conj(L[k, j]) for i, k > j.
-            let below_col = l.b.select(below, newcol, zc)?;
-            let li = l.b.broadcast_in_dim(below_col, &bnn, &[0, 1])?;
-            let lk = if dt.is_complex() { l.b.conj(below_col)? } else { below_col };
-            let lk = l.b.broadcast_in_dim(lk, &bnn, &[0, 2])?;
-            let prod = l.b.mul(li, lk)?;
-            let a1 = l.b.sub(a1, prod)?;
-            let p3 = l.b.broadcast_in_dim(proceed, &bnn, &[0])?;
-            let a = l.b.select(p3, a1, a)?;
+            let a = l.b.dynamic_update_slice(a, upd_col, &[z, z, j])?;
             Ok(vec![j1, a, info, c[3]])
         },
     )?;
     Ok((out[1], out[2]))
-}
-
-/// The conjugate transpose of the last two dims.
-fn adjoint(lx: &mut Lower, x: Value) -> Result<Value> {
-    let r = lx.shape(x).len() as i64;
-    let perm: Vec<i64> = (0..r - 2).chain([r - 1, r - 2]).collect();
-    let t = lx.b.transpose(x, &perm)?;
-    Ok(if lx.dtype(t).is_complex() { lx.b.conj(t)? } else { t })
 }
 
 /// (self, *, upper=False, check_errors=False) -> (L, info)
@@ -253,7 +280,7 @@ fn cholesky_inverse(lx: &mut Lower, args: &Args) -> R {
     let batch: Vec<i64> = (0..r - 2).collect();
     // lower: Linv^H Linv (contract rows); upper: Uinv Uinv^H (contract cols).
     let c = if upper { r - 1 } else { r - 2 };
-    let conj = if l.dtype.is_complex() { lx.b.conj(inv)? } else { inv };
+    let conj = complex::conj(lx.b, inv)?;
     let (lhs, rhs) = if upper { (inv, conj) } else { (conj, inv) };
     Ok(vec![lx.b.dot_general(lhs, rhs, &batch, &batch, &[c], &[c], None)?])
 }

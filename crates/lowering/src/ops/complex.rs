@@ -10,7 +10,7 @@
 //! Most lowerings were written for real dtypes only, so complex tensors are
 //! accepted only by the ops in [`COMPLEX_OPS`]; any other op given one fails
 //! with a message naming it instead of computing something wrong.
-use stablehlo::{DType, Value};
+use stablehlo::{Builder, DType, Value};
 
 use super::elementwise::{broadcast_shape, type_name};
 use crate::args::Args;
@@ -155,4 +155,49 @@ pub(crate) fn sgn(lx: &mut Lower, z: Value) -> Result<Value> {
     let q = lx.b.div(z, safe)?;
     let czero = lx.full_like(q, 0.0)?;
     Ok(lx.b.select(is_zero, czero, q)?)
+}
+
+// Helpers for lowerings that serve real and complex dtypes alike (linear
+// algebra): each is the plain real operation for real values.
+
+/// The complex conjugate.
+pub(crate) fn conj(b: &mut Builder, x: Value) -> Result<Value> {
+    Ok(if b.dtype(x).is_complex() { b.conj(x)? } else { x })
+}
+
+/// The conjugate transpose of the last two dims.
+pub(crate) fn adjoint(b: &mut Builder, x: Value) -> Result<Value> {
+    let r = b.shape(x).len() as i64;
+    let perm: Vec<i64> = (0..r - 2).chain([r - 1, r - 2]).collect();
+    let t = b.transpose(x, &perm)?;
+    conj(b, t)
+}
+
+/// |x| as a real value, sqrt(re² + im²) in the part dtype for complex x:
+/// for scaled inputs, or where only a comparison reads it.
+pub(crate) fn modulus(b: &mut Builder, x: Value) -> Result<Value> {
+    if !b.dtype(x).is_complex() {
+        return Ok(b.abs(x)?);
+    }
+    let (re, im) = (b.real(x)?, b.imag(x)?);
+    let (re2, im2) = (b.mul(re, re)?, b.mul(im, im)?);
+    let s = b.add(re2, im2)?;
+    Ok(b.sqrt(s)?)
+}
+
+/// `x` (`[.., n, n]`) with its diagonal's imaginary part dropped: LAPACK
+/// reads only the real part of a Hermitian matrix's diagonal.
+pub(crate) fn real_diagonal(b: &mut Builder, x: Value) -> Result<Value> {
+    let dt = b.dtype(x);
+    if !dt.is_complex() {
+        return Ok(x);
+    }
+    let s = b.shape(x).to_vec();
+    let r = s.len() as i64;
+    let rows = b.iota(DType::I64, &s, r - 2)?;
+    let cols = b.iota(DType::I64, &s, r - 1)?;
+    let diag = b.compare(rows, cols, stablehlo::CompareDir::Eq)?;
+    let re = b.real(x)?;
+    let re = b.convert(re, dt)?;
+    Ok(b.select(diag, re, x)?)
 }

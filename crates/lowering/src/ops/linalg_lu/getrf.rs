@@ -46,14 +46,6 @@ fn pivot_magnitude(l: &mut Lower, x: Value) -> Result<Value> {
     Ok(l.b.add(re, im)?)
 }
 
-/// The modulus |x| (real for complex x).
-fn modulus(l: &mut Lower, x: Value) -> Result<Value> {
-    if l.dtype(x).is_complex() {
-        crate::ops::complex::abs(l, x)
-    } else {
-        Ok(l.b.abs(x)?)
-    }
-}
 
 /// Factors `a` ([B, m, n], float).
 pub(super) fn factor(lx: &mut Lower, a: Value) -> Result<Lu> {
@@ -138,7 +130,7 @@ fn step(l: &mut Lower, c: &[Value], bt: i64, m: i64, n: i64, k: i64) -> R {
     let pb = bc(l, p, &bm, &[0])?;
     let zm = l.full(dt, 0.0, &bm)?;
     let nz = l.b.compare(pb, zm, Ne)?;
-    let pabs = modulus(l, pb)?;
+    let pabs = crate::ops::complex::modulus(l.b, pb)?;
     let sf = l.full(real_dt, sfmin(dt), &bm)?;
     let big = l.b.compare(pabs, sf, Ge)?;
     let onem = l.full(dt, 1.0, &bm)?;

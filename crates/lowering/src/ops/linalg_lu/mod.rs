@@ -48,7 +48,7 @@ pub(super) fn check_float(lx: &Lower, t: &TensorArg, api: &str) -> Result<()> {
         DType::F32 | DType::F64 => Ok(()),
         DType::C64 | DType::C128 => Ok(()),
         DType::F16 | DType::BF16 => {
-            bail!(Runtime, "{api}: Low precision dtypes not supported. Got {:?} ({} on tpu supports float32/float64)", t.dtype, lx.op)
+            bail!(Runtime, "{api}: Low precision dtypes not supported. Got {:?} ({} on tpu supports float32/float64/complex64/complex128)", t.dtype, lx.op)
         }
         d => bail!(Runtime, "{api}: Expected a floating point or complex tensor as input. Got {d:?} ({})", lx.op),
     }
@@ -87,16 +87,6 @@ pub(super) fn unflat(lx: &mut Lower, v: Value, batch: &[i64]) -> Result<Value> {
 /// Swaps the last two dims of a rank-3 value.
 pub(super) fn mt(lx: &mut Lower, v: Value) -> Result<Value> {
     Ok(lx.b.transpose(v, &[0, 2, 1])?)
-}
-
-/// The conjugate transpose of a rank-3 value (the transpose for real ones).
-pub(super) fn mh(lx: &mut Lower, v: Value) -> Result<Value> {
-    let t = mt(lx, v)?;
-    if lx.dtype(t).is_complex() {
-        Ok(lx.b.conj(t)?)
-    } else {
-        Ok(t)
-    }
 }
 
 /// Broadcasts `v` into `shape` with `dims` mapping its dims.

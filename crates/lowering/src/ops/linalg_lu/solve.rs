@@ -6,7 +6,8 @@
 use stablehlo::{CompareDir, DType, Transpose, Value};
 
 use super::getrf::{factor, perm_from_pivots};
-use super::{any, bc, broadcast_batch, check_float, check_square, eye, flat3, mh, unflat, unpack_lu};
+use super::{any, bc, broadcast_batch, check_float, check_square, eye, flat3, unflat, unpack_lu};
+use crate::ops::complex;
 use crate::args::{Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
@@ -63,9 +64,9 @@ pub(super) fn solve_any(lx: &mut Lower, lu: Value, perm: Value, b: Value, left: 
         return solve_left(lx, lu, perm, b, adjoint);
     }
     // X A = B  <=>  A^H X^H = B^H;  X A^H = B  <=>  A X^H = B^H.
-    let bh = mh(lx, b)?;
+    let bh = complex::adjoint(lx.b, b)?;
     let x = solve_left(lx, lu, perm, bh, !adjoint)?;
-    mh(lx, x)
+    complex::adjoint(lx.b, x)
 }
 
 /// Broadcasts LU `[.., n, n]`, pivots `[.., n]` and B `[.., p, q]` to one batch

@@ -31,16 +31,8 @@ fn symmetrize(b: &mut Builder, a: Value, lower: bool) -> Result<Value> {
     let own = b.compare(rows, cols, dir)?;
     let at = b.transpose(a, &[0, 2, 1])?;
     let at = conj(b, at)?;
-    // A Hermitian matrix's diagonal is real (LAPACK ignores its imaginary part).
-    let a = if b.dtype(a).is_complex() {
-        let diag = b.compare(rows, cols, CompareDir::Eq)?;
-        let re = b.real(a)?;
-        let re = like(b, re, a)?;
-        b.select(diag, re, a)?
-    } else {
-        a
-    };
-    Ok(b.select(own, a, at)?)
+    let s = b.select(own, a, at)?;
+    crate::ops::complex::real_diagonal(b, s)
 }
 
 /// (eigenvalues ascending `[B, n]`, eigenvectors `[B, n, n]`) of `[B, n, n]`.

@@ -7,7 +7,7 @@
 use stablehlo::{CompareDir, DType, Value};
 
 use super::svd::svd_tall;
-use super::{abs2, bc, eps, from_batch, h3, like, mm, mm_hn, to3};
+use super::{abs2, bc, eps, from_batch, adjoint, like, mm, mm_hn, to3};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
@@ -66,7 +66,7 @@ pub(super) fn linalg_lstsq(lx: &mut Lower, args: &Args) -> R {
         let (u, s, v) = svd_tall(lx.b, a3, false, true)?;
         (u, s, v)
     } else {
-        let at = h3(lx.b, a3)?;
+        let at = adjoint(lx.b, a3)?;
         let (u, s, v) = svd_tall(lx.b, at, false, true)?;
         (v, s, u)
     };

@@ -11,6 +11,8 @@
 //! constants; a body may only use its loop-carried values.
 use stablehlo::{Builder, CompareDir, DType, Value};
 
+pub(super) use crate::ops::complex::{adjoint, conj, modulus};
+
 use crate::args::TensorArg;
 use crate::bail;
 use crate::ctx::Lower;
@@ -40,7 +42,7 @@ pub const OPS: &[OpEntry] = &[
 
 /// Rejects anything but float32/float64 or complex64/complex128 `[.., m, n]`
 /// inputs. (Complex tensors only reach the lowerings that
-/// `ops::complex::COMPLEX_OPS` lists: the Householder ones.)
+/// `ops::complex::COMPLEX_OPS` lists.)
 pub(super) fn check_matrix(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
     if t.shape.len() < 2 {
         bail!(Runtime, "{}: The input tensor {what} must have at least 2 dimensions.", lx.op);
@@ -174,27 +176,11 @@ pub(super) fn real(b: &mut Builder, x: Value) -> Result<Value> {
     }
 }
 
-/// |x| elementwise, real (for complex x: sqrt(|x|^2), inputs being scaled).
-pub(super) fn modulus(b: &mut Builder, x: Value) -> Result<Value> {
-    if b.dtype(x).is_complex() {
-        let a2 = abs2(b, x)?;
-        Ok(b.sqrt(a2)?)
-    } else {
-        Ok(b.abs(x)?)
-    }
-}
-
 /// |x|^2 elementwise, real.
 pub(super) fn abs2(b: &mut Builder, x: Value) -> Result<Value> {
     let cx = conj(b, x)?;
     let p = b.mul(x, cx)?;
     real(b, p)
-}
-
-/// The conjugate transpose of a rank-3 value.
-pub(super) fn h3(b: &mut Builder, x: Value) -> Result<Value> {
-    let t = t3(b, x)?;
-    conj(b, t)
 }
 
 /// Batched `x^H @ y` of `[B, k, m]` and `[B, k, n]`.
@@ -293,11 +279,3 @@ fn batch_scale(b: &mut Builder, a: Value, s: Value) -> Result<Value> {
     bc(b, s, &sh, &[0])
 }
 
-/// The complex conjugate (a no-op for real values).
-pub(super) fn conj(b: &mut Builder, x: Value) -> Result<Value> {
-    if b.dtype(x).is_complex() {
-        Ok(b.conj(x)?)
-    } else {
-        Ok(x)
-    }
-}

@@ -8,7 +8,7 @@
 use stablehlo::{Builder, CompareDir, Value};
 
 use super::householder::{geqrf3, orgqr3};
-use super::{abs2, bc, div_batch, h3, like, mul_batch, pow2_scale, diag3, eps, eye3, from_batch, jacobi, mm, real, scale_cols, sort_perm, to3};
+use super::{abs2, bc, div_batch, adjoint, like, mul_batch, pow2_scale, diag3, eps, eye3, from_batch, jacobi, mm, real, scale_cols, sort_perm, to3};
 use crate::args::Args;
 use crate::ctx::Lower;
 use crate::error::Result;
@@ -98,7 +98,7 @@ pub(super) fn linalg_svd(lx: &mut Lower, args: &Args) -> R {
     let (m, n) = (a.shape[r - 2], a.shape[r - 1]);
     let (a3, batch) = to3(lx.b, a.value)?;
     let wide = m < n;
-    let at = if wide { h3(lx.b, a3)? } else { a3 };
+    let at = if wide { adjoint(lx.b, a3)? } else { a3 };
     let (u, s, v) = svd_tall(lx.b, at, full, compute_uv)?;
     let s = from_batch(lx.b, s, &batch)?;
     if !compute_uv {
@@ -106,6 +106,6 @@ pub(super) fn linalg_svd(lx: &mut Lower, args: &Args) -> R {
         return Ok(vec![e, s, e]);
     }
     // Tall: A = U S V^H.  Wide: A^H = U S V^H, so A = V S U^H.
-    let (uu, vh) = if wide { (v, h3(lx.b, u)?) } else { (u, h3(lx.b, v)?) };
+    let (uu, vh) = if wide { (v, adjoint(lx.b, u)?) } else { (u, adjoint(lx.b, v)?) };
     Ok(vec![from_batch(lx.b, uu, &batch)?, s, from_batch(lx.b, vh, &batch)?])
 }

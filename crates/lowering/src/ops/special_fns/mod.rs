@@ -76,8 +76,6 @@ pub(super) fn work_dtype(out: DType) -> DType {
     }
 }
 
-/// Applies `f` to tensor argument 0 in the working dtype; the result has
-/// the op's float dtype (ints and bool give float32).
 /// erfc(x) accurate in both tails (through erfcx, in float64), in `x`'s
 /// dtype: `1 - erf(x)` lost everything past erfc = eps (0 for x >= 4 in
 /// float32).
@@ -85,6 +83,8 @@ pub(crate) fn erfc(lx: &mut Lower, x: V) -> Result<V> {
     erf::erfc_v(&mut E { lx }, x)
 }
 
+/// Applies `f` to tensor argument 0 in the working dtype; the result has
+/// the op's float dtype (ints and bool give float32).
 pub(super) fn unary(lx: &mut Lower, args: &Args, f: impl FnOnce(&mut E, V) -> Result<V>) -> R {
     let t = args.tensor(0)?;
     let out = float_of(t.dtype);
