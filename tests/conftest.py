@@ -53,6 +53,14 @@ def to_tpu(x):
     return x
 
 
+def grads_of(fn, *inputs):
+    """The gradients of the scalar fn(*inputs) with respect to the inputs
+    it uses (unused ones are left out)."""
+    leaves = [x.clone().requires_grad_() for x in inputs]
+    grads = torch.autograd.grad(fn(*leaves), leaves, allow_unused=True)
+    return tuple(g for g in grads if g is not None)
+
+
 def run_both(fn, *args, **kwargs):
     """Runs fn on CPU inputs and on the same inputs moved to tpu."""
     cpu = fn(*args, **kwargs)

@@ -7,18 +7,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import assert_same, run_both
+from conftest import assert_same, grads_of, run_both
 
 FLOATS = [torch.float32, torch.float64]
 
 
 def rand(*shape, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+    wide = torch.complex128 if dtype.is_complex else torch.float64
+    return torch.randn(*shape, generator=g, dtype=wide).to(dtype)
 
 
 def tol(dtype, f32=1e-4):
-    return dict(rtol=f32, atol=f32) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-9)
+    return dict(rtol=f32, atol=f32) if dtype in (torch.float32, torch.complex64) else dict(rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("dtype,shape", [(torch.float64, (5, 5))] + [
@@ -58,8 +59,10 @@ def test_linalg_lu_and_unpack(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype,left,adjoint", [(torch.float64, True, False)] + [
-    (torch.float32, left, adj) for left in (True, False) for adj in (True, False)])
+    (dt, left, adj) for dt in (torch.float32, torch.complex64, torch.complex128)
+    for left in (True, False) for adj in (True, False)])
 def test_lu_solve(dtype, left, adjoint):
+    # complex: adjoint is the conjugate transpose
     a = rand(2, 4, 4, dtype=dtype, seed=2)
     b = rand(3, 1, 4, 2, dtype=dtype, seed=3) if left else rand(3, 1, 2, 4, dtype=dtype, seed=3)
     lu, piv = torch.linalg.lu_factor(a)
@@ -112,12 +115,7 @@ def test_gradients():
         lambda x, y: torch.linalg.matrix_exp(x).sum(),
     ]
     for f in fns:
-        def grad(x, y):
-            x = x.clone().requires_grad_()
-            y = y.clone().requires_grad_()
-            gx, gy = torch.autograd.grad(f(x, y), (x, y), allow_unused=True)
-            return gx if gy is None else (gx, gy)
-        assert_same(*run_both(grad, a, b), rtol=1e-4, atol=1e-4)
+        assert_same(*run_both(lambda x, y: grads_of(f, x, y), a, b), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
