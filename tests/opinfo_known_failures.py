@@ -61,10 +61,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
                                                    'tensors on the tpu device yet (the ops that do are listed in the REA',
  ('linalg.ldl_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_solve.out does not support torch.complex64 tensors on '
                                                'the tpu device yet (the ops that do are listed in the README ',
- ('logaddexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::logaddexp.out does not support torch.complex64 tensors on the tpu device '
-                                        'yet (the ops that do are listed in the README under "',
- ('logcumsumexp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::_logcumsumexp does not support torch.complex64 tensors on the tpu '
-                                           'device yet (the ops that do are listed in the README under "',
  ('matrix_exp', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
                                          'device yet (the ops that do are listed in the README und',

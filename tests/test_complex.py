@@ -553,3 +553,20 @@ def test_compiled_training_with_complex_rotary_embeddings_matches_cpu():
     cpu = train_losses("cpu")
     tpu = train_losses("tpu", compiled=True)
     assert tpu == pytest.approx(cpu, rel=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_logaddexp_and_logcumsumexp(dtype):
+    # ATen's complex rule: ordered by real part, log1p(exp(min - max)) + max;
+    # both -inf gives the smaller operand; any NaN part gives NaN + NaN i.
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([1 + 2j, complex(-inf, 0), complex(nan, 0), 3 - 1j, 0j, complex(-inf, 3), -40 + 1j], dtype=dtype)
+    y = torch.tensor([0.5 - 1j, complex(-inf, 1), 1 + 1j, 3 + 5j, 1e-30 + 0j, 2 + 2j, 30 - 2j], dtype=dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.complex64 else dict(rtol=1e-12, atol=1e-12)
+    assert_same(*run_both(torch.logaddexp, x, y), **tol)
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(3, 40, generator=g, dtype=dtype) * 3
+    assert_same(*run_both(lambda t: torch.logcumsumexp(t, 1), z), **tol)
+    assert_same(*run_both(lambda t: torch.logcumsumexp(t, 0), x), **tol)
+    big = torch.randn(2, 300, generator=g, dtype=dtype)  # the parallel scan past 128
+    assert_same(*run_both(lambda t: torch.logcumsumexp(t, 1), big), **tol)

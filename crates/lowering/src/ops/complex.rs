@@ -62,6 +62,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn", "_assert_async",
     // matrix products (ops/linalg.rs; conjugate-bit inputs are read conjugated)
     "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "outer", "ger", "addr", "trace",
+    "logaddexp", "logcumsumexp", "_logcumsumexp",
     // LU and Cholesky families (ops/linalg_lu, ops/cholesky.rs)
     "linalg_lu_factor_ex", "linalg_lu", "lu_unpack", "linalg_lu_solve", "_linalg_solve_ex", "linalg_inv_ex",
     "_linalg_det", "_linalg_slogdet", "linalg_cholesky_ex", "linalg_cholesky", "cholesky", "triangular_solve",
@@ -155,6 +156,40 @@ pub(crate) fn sgn(lx: &mut Lower, z: Value) -> Result<Value> {
     let q = lx.b.div(z, safe)?;
     let czero = lx.full_like(q, 0.0)?;
     Ok(lx.b.select(is_zero, czero, q)?)
+}
+
+/// logaddexp of complex values, as ATen's `_log_add_exp_helper`: ordered
+/// by real part, log1p(exp(min - max)) + max; both real parts -inf gives
+/// the smaller operand, both +inf log(exp(min) + exp(max)); any NaN part
+/// gives NaN + NaN i.
+pub(crate) fn logaddexp(lx: &mut Lower, x: Value, y: Value) -> Result<Value> {
+    use stablehlo::CompareDir::{Eq, Lt, Ne};
+    let (xr, yr) = (lx.b.real(x)?, lx.b.real(y)?);
+    let x_first = lx.b.compare(xr, yr, Lt)?;
+    let min = lx.b.select(x_first, x, y)?;
+    let max = lx.b.select(x_first, y, x)?;
+    let d = lx.b.sub(min, max)?;
+    let e = lx.b.exp(d)?;
+    let l = lx.b.log_plus_one(e)?;
+    let general = lx.b.add(l, max)?;
+    let (emin, emax) = (lx.b.exp(min)?, lx.b.exp(max)?);
+    let s = lx.b.add(emin, emax)?;
+    let both_pos_inf = lx.b.log(s)?;
+    let (minr, maxr) = (lx.b.real(min)?, lx.b.real(max)?);
+    let fin = lx.b.is_finite(minr)?;
+    let inf = lx.b.not(fin)?;
+    let same = lx.b.compare(minr, maxr, Eq)?;
+    let both_inf = lx.b.and(inf, same)?;
+    let zero = lx.full_like(minr, 0.0)?;
+    let neg = lx.b.compare(minr, zero, Lt)?;
+    let at_inf = lx.b.select(neg, min, both_pos_inf)?;
+    let r = lx.b.select(both_inf, at_inf, general)?;
+    let nx = lx.b.compare(x, x, Ne)?;
+    let ny = lx.b.compare(y, y, Ne)?;
+    let nan = lx.b.or(nx, ny)?;
+    let nanv = lx.full_like(xr, f64::NAN)?;
+    let nanc = lx.b.complex(nanv, nanv)?;
+    Ok(lx.b.select(nan, nanc, r)?)
 }
 
 // Helpers for lowerings that serve real and complex dtypes alike (linear

@@ -132,6 +132,9 @@ pub(crate) fn sinc(lx: &mut Lower, args: &Args) -> R {
 fn logaddexp_base(lx: &mut Lower, args: &Args, name: &str, base2: bool) -> R {
     let (a, b) = (args.operand(0)?, args.operand(1)?);
     let out = result_type(&[&a, &b]);
+    if out.is_complex() && !base2 {
+        return Ok(vec![compute(lx, &[&a, &b], out, |lx, v| crate::ops::complex::logaddexp(lx, v[0], v[1]))?]);
+    }
     if !out.is_float() {
         return Err(not_for(name, out));
     }

@@ -9,6 +9,9 @@ use crate::ops::elementwise::{not_for, wide};
 
 /// log(exp(a) + exp(b)), stable, with infinities and NaN handled.
 fn logaddexp(lx: &mut Lower, a: V, b: V) -> Result<V> {
+    if lx.dtype(a).is_complex() {
+        return crate::ops::complex::logaddexp(lx, a, b);
+    }
     let m = lx.b.max(a, b)?;
     let mn = lx.b.min(a, b)?;
     let d = lx.b.sub(mn, m)?;
@@ -27,7 +30,7 @@ fn logaddexp(lx: &mut Lower, a: V, b: V) -> Result<V> {
 /// logcumsumexp(self, dim): Hillis-Steele scan with logaddexp.
 pub(super) fn logcumsumexp(lx: &mut Lower, args: &Args) -> R {
     let t = args.tensor(0)?;
-    if !t.dtype.is_float() {
+    if !t.dtype.is_float() && !t.dtype.is_complex() {
         return Err(not_for("logcumsumexp_out_cpu", t.dtype));
     }
     if t.shape.is_empty() {
@@ -35,8 +38,13 @@ pub(super) fn logcumsumexp(lx: &mut Lower, args: &Args) -> R {
         return Ok(vec![t.value]);
     }
     let d = norm_dim(lx.op, args.int(1)?, t.shape.len())?;
-    // CPU accumulates in acc_type: double for float, float for halves.
-    let w = if t.dtype == DType::F32 { DType::F64 } else { wide(t.dtype) };
+    // CPU accumulates in acc_type: double for float, float for halves,
+    // complex<double> for complex<float>.
+    let w = match t.dtype {
+        DType::F32 => DType::F64,
+        DType::C64 => DType::C128,
+        d => wide(d),
+    };
     let mut acc = lx.cast(t.value, w)?;
     let shape = t.shape.clone();
     let n = shape[d];
