@@ -67,8 +67,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('polar', '', 'float16', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16',
- ('renorm', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::renorm.out does not support torch.complex64 tensors on the tpu device yet '
-                                     '(the ops that do are listed in the README under "Com',
  ('sort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('sort', '', 'bool', 'fwd'): 'mismatch (sample 0): Tensor-likes are not equal!',
  ('sort', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',

@@ -570,3 +570,12 @@ def test_logaddexp_and_logcumsumexp(dtype):
     assert_same(*run_both(lambda t: torch.logcumsumexp(t, 0), x), **tol)
     big = torch.randn(2, 300, generator=g, dtype=dtype)  # the parallel scan past 128
     assert_same(*run_both(lambda t: torch.logcumsumexp(t, 1), big), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_renorm(dtype):
+    # Each slice's p-norm is its moduli's; the real factor scales the complex values.
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 4, 5, generator=g, dtype=dtype) * 3
+    for p, dim, maxnorm in [(2, 0, 1.0), (1, 1, 2.0), (3.5, 2, 0.5), (float("inf"), 0, 1.0), (2, -1, 100.0)]:
+        assert_same(*run_both(lambda t: torch.renorm(t, p, dim, maxnorm), x), rtol=1e-5, atol=1e-5)

@@ -62,7 +62,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     "conj_physical", "_conj_physical", "polar", "complex", "abs", "angle", "sgn", "_assert_async",
     // matrix products (ops/linalg.rs; conjugate-bit inputs are read conjugated)
     "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "outer", "ger", "addr", "trace",
-    "logaddexp", "logcumsumexp", "_logcumsumexp",
+    "logaddexp", "logcumsumexp", "_logcumsumexp", "renorm",
     // LU and Cholesky families (ops/linalg_lu, ops/cholesky.rs)
     "linalg_lu_factor_ex", "linalg_lu", "lu_unpack", "linalg_lu_solve", "_linalg_solve_ex", "linalg_inv_ex",
     "_linalg_det", "_linalg_slogdet", "linalg_cholesky_ex", "linalg_cholesky", "cholesky", "triangular_solve",

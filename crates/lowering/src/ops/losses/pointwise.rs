@@ -214,11 +214,15 @@ pub(super) fn renorm(lx: &mut Lower, args: &Args) -> R {
     if maxnorm.is_nan() || maxnorm < 0.0 {
         bail!(Runtime, "{}: renorm: expected maxnorm to be >= 0 but got {maxnorm}", lx.op);
     }
-    float_only("renorm_out", t.dtype)?;
+    if !t.dtype.is_complex() {
+        float_only("renorm_out", t.dtype)?;
+    }
     let d = norm_dim(lx.op, args.int(2)?, t.shape.len())? as i64;
     let dims: Vec<i64> = (0..t.shape.len() as i64).filter(|&i| i != d).collect();
-    let a = acc(t.dtype);
-    let x = lx.cast(t.value, a)?;
+    let a = acc(t.dtype.complex_part().unwrap_or(t.dtype));
+    // A complex slice's norm is its moduli's.
+    let x = if t.dtype.is_complex() { crate::ops::complex::abs(lx, t.value)? } else { t.value };
+    let x = lx.cast(x, a)?;
     let norm = crate::ops::reduce::vector_norm(lx, x, p, &dims, a)?;
     let mx = k(lx, norm, maxnorm)?;
     let eps = k(lx, norm, 1e-7)?;
@@ -227,8 +231,9 @@ pub(super) fn renorm(lx: &mut Lower, args: &Args) -> R {
     let one = k(lx, norm, 1.0)?;
     let over = cmp(lx, norm, mx, CompareDir::Gt)?;
     let f = lx.b.select(over, q, one)?;
-    // The factor is stored in self's dtype, then multiplied in opmath.
-    let f = lx.cast(f, t.dtype)?;
+    // The factor is stored in self's dtype (its real part type for complex,
+    // where the norm is real), then multiplied in opmath.
+    let f = lx.cast(f, t.dtype.complex_part().unwrap_or(t.dtype))?;
     let f = lx.cast(f, wide(t.dtype))?;
     let f = unreduce(lx, f, &t.shape, &dims)?;
     let xv = lx.cast(t.value, wide(t.dtype))?;
