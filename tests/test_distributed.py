@@ -87,6 +87,24 @@ def worker(rank, store_path, eager_mode, results):
         else:
             dist.recv(p2p, src=0)
         out["send_recv"] = p2p.cpu().tolist()
+        # Paired isend/irecv in the same order on both ranks (sends are
+        # asynchronous, so neither rank blocks the other).
+        mine, theirs = torch.full((3,), float(rank + 1), device=dev), torch.empty(3, device=dev)
+        ops = [dist.P2POp(dist.isend, mine, 1 - rank), dist.P2POp(dist.irecv, theirs, 1 - rank)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        out["batch_isend_irecv"] = theirs.cpu().tolist()
+        outs = [torch.empty(2, device=dev) for _ in range(WORLD)]
+        dist.all_to_all(outs, [torch.full((2,), 10.0 * rank + i, device=dev) for i in range(WORLD)])
+        out["all_to_all"] = [o.cpu().tolist() for o in outs]
+        x = torch.full((2,), float(rank + 1), device=dev, requires_grad=True)
+        torch.cat(torch.distributed.nn.functional.all_gather(x)).pow(2).sum().backward()  # backward: all_to_all
+        out["all_gather_grad"] = x.grad.cpu().tolist()
+        try:  # one element per rank is too few: gloo refuses, so must tpu
+            dist.reduce_scatter_tensor(torch.empty(2, device=dev), torch.ones(2, device=dev))
+            out["reduce_scatter_bad_size"] = "accepted"
+        except RuntimeError as e:
+            out["reduce_scatter_bad_size"] = str(e)
         dist.barrier()
         results.put((rank, out))
     finally:
@@ -165,6 +183,11 @@ def test_ddp_and_collectives_across_two_processes(eager_mode):
         assert out["send_recv"] == [42.0, 42.0]
         assert out["all_reduce_avg"] == [1.5, 1.5]
         assert out["reduce_scatter_avg"] == [[0.0, 1.5], [3.0, 4.5]][rank]
+        assert out["batch_isend_irecv"] == [2.0 - rank] * 3
+        assert out["all_to_all"] == [[rank, rank], [10.0 + rank, 10.0 + rank]]
+        # d/dx of sum over ranks of |x_r|^2 as seen by every rank: 2 x * WORLD.
+        assert out["all_gather_grad"] == [2.0 * (rank + 1) * WORLD] * 2
+        assert "world_size (2) times" in out["reduce_scatter_bad_size"]
 
 
 def fsdp_worker(rank, store_path, results):

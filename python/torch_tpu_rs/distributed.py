@@ -10,8 +10,11 @@ any PJRT plugin, since PJRT's C API has no cross-process collectives. The
 host copy is a sync; on a real TPU slice, collectives inside compiled XLA
 programs are the fast path this does not replace.
 
-Each call completes before it returns, so the `Work` it hands back is done
-(`async_op=True` is accepted and returns finished work).
+Each collective completes before it returns, so the `Work` it hands back
+is done (`async_op=True` is accepted and returns finished work; wait on it,
+since c10d's wrapper reports `is_completed()` as False). `send` stays
+asynchronous, as in gloo, so paired sends and receives (`batch_isend_irecv`,
+pipelining) complete in any order.
 """
 from __future__ import annotations
 
@@ -58,8 +61,25 @@ class TpuBackend(Backend):
         options._devices = [dist.ProcessGroupGloo.create_default_device()]
         self._gloo = dist.ProcessGroupGloo(store, rank, size, options)
 
+    # Batched point-to-point ops go one by one (c10d asks before coalescing).
+    supports_coalescing = False
+
     def getBackendName(self) -> str:  # noqa: N802  (the name c10d calls)
         return BACKEND
+
+    def _check_split(self, big, small, what: str) -> None:
+        """all_gather_into_tensor / reduce_scatter_tensor: `big` holds one
+        `small` per rank, of the same dtype (gloo's checks; a wrong size
+        used to broadcast or cut chunks silently)."""
+        if big.numel() != small.numel() * self.size():
+            raise RuntimeError(
+                f"{what}: the {'output' if what.startswith('all_gather') else 'input'} tensor must hold "
+                f"world_size ({self.size()}) times the elements of the other: got {tuple(big.shape)} and "
+                f"{tuple(small.shape)}")
+        if big.dtype != small.dtype:
+            raise RuntimeError(f"{what}: input and output must have the same dtype, got {small.dtype} and {big.dtype}"
+                               if what.startswith("all_gather") else
+                               f"{what}: input and output must have the same dtype, got {big.dtype} and {small.dtype}")
 
     def _on_host(self, tensors, collective):
         """Runs `collective` on host copies of `tensors`, then writes them back."""
@@ -127,6 +147,7 @@ class TpuBackend(Backend):
 
     def _allgather_base(self, output, input, opts=None):
         """all_gather_into_tensor: the ranks' inputs stacked along dim 0."""
+        self._check_split(output, input, "all_gather_into_tensor")
         chunks = list(_host(output).chunk(self.size()))
         self._gloo.allgather([chunks], [_host(input)], opts or dist.AllgatherOptions()).wait()
         _write_back(output, torch.cat(chunks))
@@ -145,6 +166,7 @@ class TpuBackend(Backend):
     def _reduce_scatter_base(self, output, input, opts=None):
         """reduce_scatter_tensor: `input` is split along dim 0, one part per rank."""
         opts = opts if opts is not None else dist.ReduceScatterOptions()
+        self._check_split(input, output, "reduce_scatter_tensor")
         full = _host(input).clone()
         self._allreduce_host([full], opts.reduceOp)
         _write_back(output, full.chunk(self.size())[self.rank()])
@@ -192,9 +214,21 @@ class TpuBackend(Backend):
         _write_back(output, host_out)
         return _done([output])
 
+    def alltoall(self, outputs, inputs, opts=None):
+        """List-form all_to_all (also the backward of the autograd
+        all_gather): one all_to_all_single over the concatenations."""
+        opts = opts if opts is not None else dist.AllToAllOptions()
+        host_in = torch.cat([_host(t).reshape(-1) for t in inputs])
+        host_out = torch.empty(sum(t.numel() for t in outputs), dtype=host_in.dtype)
+        self._gloo.alltoall_base(host_out, host_in, [t.numel() for t in outputs],
+                                 [t.numel() for t in inputs], opts).wait()
+        for t, h in zip(outputs, host_out.split([t.numel() for t in outputs])):
+            _write_back(t, h.view(t.shape))
+        return _done(list(outputs))
+
     def send(self, tensors, dst, tag=0):
-        self._gloo.send([_host(t) for t in tensors], dst, tag).wait()
-        return _done(list(tensors))
+        # gloo's own asynchronous work: it keeps the host copies alive.
+        return self._gloo.send([_host(t) for t in tensors], dst, tag)
 
     def recv(self, tensors, src, tag=0):
         return self._on_host(tensors, lambda h: self._gloo.recv(h, src, tag))
@@ -202,6 +236,9 @@ class TpuBackend(Backend):
     def barrier(self, opts=None):
         self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()).wait()
         return _done([])
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        return self._gloo.monitored_barrier(timeout, wait_all_ranks)
 
 
 def _create(store, rank, size, timeout) -> TpuBackend:
