@@ -105,6 +105,7 @@ def worker(rank, store_path, eager_mode, results):
             out["reduce_scatter_bad_size"] = "accepted"
         except RuntimeError as e:
             out["reduce_scatter_bad_size"] = str(e)
+        dist.monitored_barrier()  # raises if it is not supported
         dist.barrier()
         results.put((rank, out))
     finally:

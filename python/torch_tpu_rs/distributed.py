@@ -237,8 +237,10 @@ class TpuBackend(Backend):
         self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()).wait()
         return _done([])
 
-    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        return self._gloo.monitored_barrier(timeout, wait_all_ranks)
+    def monitored_barrier(self, opts=None, wait_all_ranks=False):
+        if opts is None or opts.timeout is None:
+            return self._gloo.monitored_barrier(wait_all_ranks=wait_all_ranks)
+        return self._gloo.monitored_barrier(opts.timeout, wait_all_ranks)
 
 
 def _create(store, rank, size, timeout) -> TpuBackend:
