@@ -92,6 +92,7 @@ enum TpuRetKind {
   TPU_RET_RESIZE_COPY = 7,     // resize argument `arg` to new_tensors[first]'s
                                // sizes, copy that tensor in, return the argument
   TPU_RET_COMPLEX = 8,         // f + imag * 1j
+  TPU_RET_UNDEFINED = 9,       // an undefined tensor (a gradient output_mask skips)
 };
 
 // A tensor the engine created. The glue wraps `storage` in a c10::Storage

@@ -264,6 +264,7 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const TpuRet& ret = res.rets[r];
     switch (ret.kind) {
       case TPU_RET_NONE: stack->emplace_back(); break;
+      case TPU_RET_UNDEFINED: stack->emplace_back(at::Tensor()); break;
       case TPU_RET_TENSOR: stack->emplace_back(wrap_new_tensor(res.new_tensors[ret.first])); break;
       case TPU_RET_ALIAS: stack->push_back(inputs[ret.arg]); break;
       case TPU_RET_TENSOR_LIST: {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, run_both
 
 
 def _grads(fn, *cpu_inputs):
@@ -79,3 +79,30 @@ def test_one_hot_rejects_out_of_range_classes():
         torch.nn.functional.one_hot(idx, 4)
     with pytest.raises((RuntimeError, IndexError)):
         torch.nn.functional.one_hot(idx.to("tpu"), 4).cpu()
+
+
+def test_backward_kernels_leave_out_what_output_mask_skips():
+    # ATen returns undefined gradients where output_mask is False; DTensor's
+    # sharding rules rely on it (SequenceParallel's LayerNorm backward failed),
+    # and computing them anyway wastes work.
+    A = torch.ops.aten
+    g = torch.Generator().manual_seed(0)
+    x, gy = torch.randn(2, 4, 6, generator=g), torch.randn(2, 4, 6, generator=g)
+    mean, rstd = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False).add(1e-5).rsqrt()
+    w, b = torch.randn(6, generator=g), torch.randn(6, generator=g)
+    img, gimg = torch.randn(2, 4, 5, 5, generator=g), torch.randn(2, 4, 5, 5, generator=g)
+    cw = torch.randn(4, 4, 3, 3, generator=g)
+    gmean, grstd = torch.randn(2, 2, generator=g), torch.rand(2, 2, generator=g) + 0.5
+    for mask in ([False, True, True], [True, False, False], [True, True, False]):
+        calls = [
+            lambda *t: A.native_layer_norm_backward(t[0], t[1], [6], t[2], t[3], t[4], t[5], mask),
+            lambda *t: A.native_batch_norm_backward(t[6], t[7], t[4][:4], None, None, t[7].mean((0, 2, 3)),
+                                                    t[7].var((0, 2, 3)).add(1e-5).rsqrt(), True, 1e-5, mask),
+            lambda *t: A.native_group_norm_backward(t[6], t[7], t[9], t[10], t[4][:4], 2, 4, 25, 2, mask),
+            lambda *t: A.convolution_backward(t[6][:, :, 1:4, 1:4], t[7], t[8], [4], [1, 1], [0, 0], [1, 1],
+                                              False, [0, 0], 1, mask),
+        ]
+        for call in calls:
+            t, c = run_both(call, gy, x, mean, rstd, w, b, gimg, img, cw, gmean, grstd)
+            assert [r is None for r in t] == [r is None for r in c] == [not m for m in mask]
+            assert_same([r for r in t if r is not None], [r for r in c if r is not None], rtol=1e-4, atol=1e-4)

@@ -30,6 +30,8 @@ pub struct NewTensor {
 
 pub enum RetValue {
     None,
+    /// An undefined tensor: a gradient the op's output_mask did not ask for.
+    Undefined,
     Tensor(NewTensor),
     TensorList(Vec<NewTensor>),
     Alias(usize),
@@ -378,6 +380,7 @@ pub(crate) fn map_rets(
             Ret::ResizeCopy { arg, output } => RetValue::ResizeCopy { arg: *arg, tensor: new_tensor(*output)? },
             Ret::Number(i) => number(*i)?,
             Ret::None => RetValue::None,
+            Ret::Undefined => RetValue::Undefined,
         });
     }
     Ok(out)

@@ -48,6 +48,7 @@ const RET_FLOAT: i32 = 5;
 const RET_BOOL: i32 = 6;
 const RET_RESIZE_COPY: i32 = 7;
 const RET_COMPLEX: i32 = 8;
+const RET_UNDEFINED: i32 = 9;
 
 #[repr(C)]
 pub struct TpuTensor {
@@ -527,6 +528,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
                 let blank = TpuRet { kind: RET_NONE, arg: -1, first: 0, len: 0, i: 0, f: 0.0, imag: 0.0 };
                 let ret = match r {
                     RetValue::None => blank,
+                    RetValue::Undefined => TpuRet { kind: RET_UNDEFINED, ..blank },
                     RetValue::Tensor(t) => TpuRet { kind: RET_TENSOR, first: push_tensor(&mut arena, t), ..blank },
                     RetValue::TensorList(ts) => {
                         let len = ts.len() as i64;

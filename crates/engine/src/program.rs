@@ -55,6 +55,8 @@ pub enum Ret {
     ResizeCopy { arg: usize, output: usize },
     Number(usize),
     None,
+    /// A tensor return the lowering marked as not computed (output_mask).
+    Undefined,
 }
 
 /// A compiled op program plus how to feed it and use its results.
@@ -477,6 +479,7 @@ pub fn record(
     let values = (entry.lower)(&mut lx, &largs)?;
     let checks = std::mem::take(&mut lx.checks);
     let list_len = lx.list_len;
+    let undefined_returns = std::mem::take(&mut lx.undefined_returns);
     if let Some((_, count)) = lx.rng {
         inputs.push(Input::Rng { count });
     }
@@ -521,7 +524,11 @@ pub fn record(
             rets.push(Ret::NewList(idx));
         } else if kind == RET_TENSOR {
             let v = take(call.op)?;
-            rets.push(Ret::New(push_new(b, v, &mut outputs, &mut results)?));
+            if undefined_returns.contains(&r) {
+                rets.push(Ret::Undefined); // its value is dead: XLA drops it
+            } else {
+                rets.push(Ret::New(push_new(b, v, &mut outputs, &mut results)?));
+            }
         } else {
             rets.push(Ret::None);
         }

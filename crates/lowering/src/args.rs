@@ -223,6 +223,14 @@ impl Args {
             _ => self.ints(i).map(Some),
         }
     }
+    /// A `bool[N]` argument (output_mask), None when absent.
+    pub fn opt_bools(&self, i: usize) -> Option<&[bool]> {
+        match self.get(i) {
+            Arg::BoolList(v) => Some(v),
+            _ => None,
+        }
+    }
+
     pub fn opt_str(&self, i: usize) -> Option<&str> {
         match self.get(i) {
             Arg::Str(s) => Some(s.as_str()),

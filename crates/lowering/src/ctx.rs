@@ -25,11 +25,15 @@ pub struct Lower<'a> {
     /// The dtype of the op's out= tensor, which lowerings otherwise never
     /// see: factories (linspace.out into an int64 tensor) compute in it.
     pub out_dtype: Option<DType>,
+    /// Tensor returns (by position) to hand back undefined, as ATen's
+    /// backward kernels do for the gradients their output_mask leaves out.
+    /// The lowering still produces a value for each; it is discarded.
+    pub undefined_returns: Vec<usize>,
 }
 
 impl<'a> Lower<'a> {
     pub fn new(b: &'a mut Builder, op: &'a str) -> Self {
-        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None, complex_scalars: Vec::new(), out_dtype: None }
+        Lower { b, op, checks: Vec::new(), rng: None, list_len: None, dynamic_size: None, complex_scalars: Vec::new(), out_dtype: None, undefined_returns: Vec::new() }
     }
 
     /// Runs another op's lowering (from the table) on `items`, under that
@@ -182,6 +186,15 @@ impl<'a> Lower<'a> {
     }
 
     /// A constant of `dtype` filled with `x`, of `shape`.
+    /// A backward op's `output_mask` argument `i`: the returns it leaves out
+    /// come back undefined, as on the CPU (DTensor's sharding rules rely on
+    /// it), and XLA drops their computation.
+    pub fn honor_output_mask(&mut self, args: &crate::args::Args, i: usize) {
+        if let Some(mask) = args.opt_bools(i) {
+            self.undefined_returns.extend(mask.iter().enumerate().filter(|(_, &m)| !m).map(|(k, _)| k));
+        }
+    }
+
     pub fn full(&mut self, dtype: DType, x: f64, shape: &[i64]) -> Result<Value> {
         Ok(self.b.splat(dtype, x, shape)?)
     }

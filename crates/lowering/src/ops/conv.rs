@@ -214,6 +214,7 @@ fn fit(lx: &mut Lower, v: Value, want: &[i64]) -> Result<Value> {
 /// padding, dilation, transposed, output_padding, groups, output_mask)
 /// -> (grad_input, grad_weight, grad_bias)
 fn convolution_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    lx.honor_output_mask(args, 9);
     let (gy, x, w) = (args.tensor(0)?.clone(), args.tensor(1)?.clone(), args.tensor(2)?.clone());
     check_dtype(lx, x.dtype)?;
     let n = x.shape.len() - 2;

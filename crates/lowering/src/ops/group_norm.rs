@@ -74,6 +74,7 @@ fn native_group_norm(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 /// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
 /// -> (grad_input, grad_weight, grad_bias)
 fn native_group_norm_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    lx.honor_output_mask(args, 9);
     let t = args.tensor(1)?.clone();
     float_only(lx, t.dtype)?;
     let g4 = grouped(lx, &t.shape, args.int(8)?)?;

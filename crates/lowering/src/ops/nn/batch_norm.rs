@@ -89,6 +89,7 @@ pub(super) fn native_batch_norm(lx: &mut Lower, args: &Args) -> Result<Vec<Value
 /// native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?,
 /// save_mean?, save_invstd?, train, eps, output_mask)
 pub(super) fn native_batch_norm_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    lx.honor_output_mask(args, 9);
     let t = args.tensor(1)?.clone();
     let w = args.opt_tensor(2);
     let train = args.bool_or(7, true)?;

@@ -48,6 +48,7 @@ pub(super) fn native_layer_norm(lx: &mut Lower, args: &Args) -> Result<Vec<Value
 /// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
 /// weight?, bias?, output_mask) -> (grad_input, grad_weight, grad_bias)
 pub(super) fn native_layer_norm_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
+    lx.honor_output_mask(args, 7);
     let t = args.tensor(1)?.clone();
     let (w, b) = (args.opt_tensor(5), args.opt_tensor(6));
     let (axis, dims) = ln_dims(lx, &t.shape, &args.ints(2)?)?;
