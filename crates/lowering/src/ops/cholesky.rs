@@ -102,13 +102,7 @@ fn chol(lx: &mut Lower, a: &TensorArg, upper: bool, check: bool) -> Result<(Valu
 
 /// The real part of the diagonal `[B, n]` of `x` `[B, n, n]`.
 fn diagonal(lx: &mut Lower, x: Value) -> Result<Value> {
-    let s = lx.shape(x);
-    let rows = lx.b.iota(DType::I64, &s, 1)?;
-    let cols = lx.b.iota(DType::I64, &s, 2)?;
-    let on = lx.b.compare(rows, cols, CompareDir::Eq)?;
-    let z = lx.full_like(x, 0.0)?;
-    let d = lx.b.select(on, x, z)?;
-    let d = lx.b.reduce_sum(d, &[2])?;
+    let d = crate::ops::linalg_lu::diagonal(lx, x)?;
     Ok(if lx.dtype(d).is_complex() { lx.b.real(d)? } else { d })
 }
 

@@ -138,7 +138,7 @@ pub(super) fn bmm(lx: &mut Lower, a: Value, b: Value) -> Result<Value> {
 }
 
 /// The diagonal `[B, n]` of a square `[B, n, n]`.
-pub(super) fn diagonal(lx: &mut Lower, v: Value) -> Result<Value> {
+pub(crate) fn diagonal(lx: &mut Lower, v: Value) -> Result<Value> {
     let s = lx.shape(v);
     let m = diag_mask(lx, &s, CompareDir::Eq, 0)?;
     let d = keep(lx, m, v)?;
