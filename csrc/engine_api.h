@@ -152,6 +152,10 @@ int32_t tpu_engine_synchronize(int32_t device_index);
 void tpu_engine_memory_stats(int32_t device_index, int64_t* allocated, int64_t* peak,
                              int64_t* num_allocs);
 void tpu_engine_reset_peak(int32_t device_index);
+// A device's free and total bytes: 1 when known (both filled), else 0.
+int32_t tpu_engine_memory_info(int32_t device_index, uint64_t* free, uint64_t* total);
+// Whether tensors of a c10::ScalarType code can live on the device (1) or not (0).
+int32_t tpu_engine_dtype_supported(int32_t scalar_type);
 // The CPU fallback: whether it is on, and counting a use (returns 1 the
 // first time an op falls back, so the glue warns once per op).
 int32_t tpu_engine_fallback_enabled(void);

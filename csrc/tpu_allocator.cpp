@@ -21,16 +21,30 @@ struct TpuAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {}
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  // No caching allocator sits between storages and PJRT buffers: reserved,
+  // active and requested bytes are the allocated ones, each allocation its
+  // own segment.
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     int64_t allocated = 0, peak = 0, count = 0;
     tpu_engine_memory_stats(device, &allocated, &peak, &count);
     c10::CachingDeviceAllocator::DeviceStats stats;
-    auto& agg = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    agg.current = allocated;
-    agg.peak = peak;
-    auto& n = stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    n.current = count;
+    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    for (auto* bytes : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.requested_bytes}) {
+      (*bytes)[all].current = allocated;
+      (*bytes)[all].peak = peak;
+    }
+    for (auto* n : {&stats.allocation, &stats.segment, &stats.active}) {
+      (*n)[all].current = count;
+    }
     return stats;
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    uint64_t free = 0, total = 0;
+    TORCH_CHECK_NOT_IMPLEMENTED(tpu_engine_memory_info(device, &free, &total),
+                                "the PJRT plugin does not report tpu:", static_cast<int>(device),
+                                "'s memory; torch.tpu.memory_allocated() gives what this process holds");
+    return {static_cast<size_t>(free), static_cast<size_t>(total)};
   }
   void resetAccumulatedStats(c10::DeviceIndex) override {}
   void resetPeakStats(c10::DeviceIndex device) override { tpu_engine_reset_peak(device); }

@@ -67,6 +67,16 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto b = *static_cast<std::chrono::steady_clock::time_point*>(end);
     return std::chrono::duration<double, std::milli>(b - a).count();
   }
+  // The dtypes tensors can have on the device (torch.accelerator.get_device_capability).
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;
+#define TPU_DTYPE_BIT(_, name)                              \
+  cap.capability_data.supported_scalar_types.has_##name = \
+      tpu_engine_dtype_supported(static_cast<int32_t>(c10::ScalarType::name)) != 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TPU_DTYPE_BIT)
+#undef TPU_DTYPE_BIT
+    return cap;
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(tpu_engine_device_count());
   }

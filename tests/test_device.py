@@ -93,6 +93,40 @@ def test_memory_stats_follow_allocations():
     assert torch.accelerator.memory_allocated() == base
 
 
+def test_accelerator_capability_lists_the_dtypes_tensors_can_have():
+    supported = torch.accelerator.get_device_capability()["supported_dtypes"]
+    assert {torch.float32, torch.bfloat16, torch.complex64, torch.int64, torch.bool} <= supported
+    for dtype in supported:
+        x = torch.ones(3, dtype=dtype)
+        assert torch.equal(x.to("tpu").cpu(), x), dtype
+    for dtype in (torch.uint16, torch.float8_e4m3fn, torch.complex32):
+        assert dtype not in supported
+        with pytest.raises(TypeError, match=str(dtype)):
+            torch.ones(3).to(dtype).to("tpu")
+    # Dynamo's device interface agrees.
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device("tpu")
+    assert all(interface.is_dtype_supported(d) for d in supported)
+    assert not interface.is_dtype_supported(torch.uint16)
+
+
+def test_accelerator_memory_matches_torch_tpu():
+    x = torch.empty(256, 1024, device="tpu")
+    torch.tpu.synchronize()
+    stats = torch.tpu.memory_stats()
+    # torch.cuda's keys, with the same meaning where tpu has the concept.
+    assert set(torch.accelerator.memory_stats()) <= set(stats)
+    assert stats["allocated_bytes.all.current"] == torch.tpu.memory_allocated() >= x.nbytes
+    assert stats["reserved_bytes.all.current"] == torch.tpu.memory_reserved()
+    assert stats["reserved_bytes.all.peak"] == torch.tpu.max_memory_reserved()
+    assert stats["allocation.all.current"] >= 1
+    assert torch.accelerator.memory_reserved() == torch.tpu.memory_reserved()
+    assert torch.accelerator.max_memory_allocated() == torch.tpu.max_memory_allocated()
+    free, total = torch.accelerator.get_memory_info()
+    assert 0 < free <= total == torch.tpu.mem_get_info()[1]
+
+
 def test_manual_seed_roundtrip():
     torch.tpu.manual_seed(123)
     assert torch.tpu.initial_seed() == 123
@@ -121,7 +155,7 @@ def test_dynamo_interface_reports_platform_dtypes():
     assert iface.is_dtype_supported(torch.float64)
     assert iface.is_dtype_supported(torch.float16)
     assert iface.is_dtype_supported(torch.bfloat16)
-    assert not iface.is_dtype_supported(torch.complex64)
+    assert iface.is_dtype_supported(torch.complex64)
 
 
 def test_metrics_keys():

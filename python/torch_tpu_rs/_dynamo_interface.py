@@ -14,6 +14,8 @@ _SUPPORTED = {
     torch.float64,
     torch.float16,
     torch.bfloat16,
+    torch.complex64,
+    torch.complex128,
     torch.int64,
     torch.int32,
     torch.int16,

@@ -227,34 +227,30 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """(free, total) bytes, like torch.cuda.mem_get_info. PJRT does not report
-    device capacity on every platform; the host's memory stands in for the
-    CPU plugin (its buffers live there)."""
-    import os
-
-    if _C.platform_name().lower() != "cpu":
+    """(free, total) bytes, like torch.cuda.mem_get_info: from the PJRT plugin
+    (PJRT_Device_MemoryStats), or the host's memory for the CPU plugin, whose
+    buffers live there."""
+    info = _C.memory_info(_index(device))
+    if info is None:
         raise NotImplementedError(
-            f"torch.tpu.mem_get_info: the {get_device_name()} plugin's capacity is not queried yet; "
+            f"torch.tpu.mem_get_info: the {get_device_name()} plugin does not report its memory; "
             "use torch.tpu.memory_allocated() for what this process holds"
         )
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    return free, total
+    return info
 
 
 def memory_stats(device: Any = None) -> dict:
-    """Like torch.cuda.memory_stats: `allocated_bytes.all.current/peak` are the
-    bytes of live tpu storages on the device; `device_buffer_bytes.current/peak`
-    are the bytes of the PJRT buffers behind them, all devices together
-    (storages can share a buffer; donated buffers are reused by outputs)."""
-    current, peak = _C.memory_stats(_index(device))[:2]
+    """Like torch.cuda.memory_stats, with the same keys. Without a caching
+    allocator, reserved, active and requested bytes are the bytes of live tpu
+    storages (`allocated_bytes.all.current/peak`). Added:
+    `device_buffer_bytes.current/peak`, the bytes of the PJRT buffers behind
+    them, all devices together (storages can share a buffer; donated buffers
+    are reused by outputs)."""
+    stats = dict(torch.accelerator.memory_stats(_index(device)))
     buffers, buffers_peak = _C.buffer_memory()
-    return {
-        "allocated_bytes.all.current": current,
-        "allocated_bytes.all.peak": peak,
-        "device_buffer_bytes.current": buffers,
-        "device_buffer_bytes.peak": buffers_peak,
-    }
+    stats["device_buffer_bytes.current"] = buffers
+    stats["device_buffer_bytes.peak"] = buffers_peak
+    return stats
 
 
 def empty_cache() -> None:

@@ -299,7 +299,7 @@ fn dtype_of(code: i32, op: &str) -> Result<DType> {
             ErrorKind::Type,
             format!(
                 "{op}: dtype {} is not supported on the tpu device (supported: float32, float64, \
-                 float16, bfloat16, int64, int32, int16, int8, uint8, bool). Convert the tensor \
+                 float16, bfloat16, complex64, complex128, int64, int32, int16, int8, uint8, bool). Convert the tensor \
                  with .to(torch.float32) or keep it on the CPU.",
                 lowering::dtypes::torch_name(code)
             ),
@@ -599,6 +599,27 @@ pub unsafe extern "C" fn tpu_engine_memory_stats(device_index: i32, allocated: *
     *allocated = a;
     *peak = p;
     *num_allocs = n;
+}
+
+/// A device's (free, total) memory in bytes: returns 1 and fills both where
+/// the plugin or platform reports them, else 0.
+#[no_mangle]
+pub unsafe extern "C" fn tpu_engine_memory_info(device_index: i32, free: *mut u64, total: *mut u64) -> i32 {
+    let info = catch_unwind(|| engine().ok().and_then(|e| crate::device_memory::free_and_total(e, device_index)));
+    match info {
+        Ok(Some((f, t))) => {
+            *free = f;
+            *total = t;
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// Whether tensors of this c10::ScalarType code can live on the device.
+#[no_mangle]
+pub extern "C" fn tpu_engine_dtype_supported(code: i32) -> i32 {
+    lowering::dtypes::from_torch(code).is_some() as i32
 }
 
 #[no_mangle]

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod call;
 pub mod compile_affinity;
 pub mod cross_device;
+pub mod device_memory;
 pub mod disk_cache;
 pub mod dispatch;
 pub mod error;

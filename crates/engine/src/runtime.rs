@@ -13,7 +13,7 @@ pub struct Engine {
     pub devices: Vec<pjrt::Device>,
     pub plugin_path: PathBuf,
     pub platform: String,
-    /// A device's memory in bytes, where known (see `capacity_bytes`).
+    /// A device's memory in bytes, where known (`device_memory.rs`).
     pub capacity: Option<u64>,
     pub cache: Cache,
     pub metrics: Metrics,
@@ -49,7 +49,7 @@ fn start() -> std::result::Result<Engine, String> {
     }
     let platform = client.platform_name();
     Ok(Engine {
-        capacity: capacity_bytes(&platform),
+        capacity: crate::device_memory::capacity_bytes(&platform, devices.first().map(|d| (&*client, *d))),
         platform,
         client,
         devices,
@@ -87,21 +87,4 @@ impl Engine {
     pub fn platform_name(&self) -> String {
         self.client.platform_name()
     }
-}
-
-/// A device's memory in bytes, where known: the XLA CPU plugin's buffers are
-/// host memory, so the host's physical memory. (Other plugins' limits are
-/// not queried yet.) Read once, at start: every allocation checks it.
-fn capacity_bytes(platform: &str) -> Option<u64> {
-    if !platform.eq_ignore_ascii_case("cpu") {
-        return None;
-    }
-    extern "C" {
-        fn sysconf(name: i32) -> i64;
-    }
-    const SC_PAGESIZE: i32 = 30; // glibc's _SC_PAGESIZE
-    const SC_PHYS_PAGES: i32 = 85; // glibc's _SC_PHYS_PAGES
-    // SAFETY: sysconf only reads system configuration.
-    let (page, pages) = unsafe { (sysconf(SC_PAGESIZE), sysconf(SC_PHYS_PAGES)) };
-    (page > 0 && pages > 0).then(|| page as u64 * pages as u64)
 }

@@ -35,8 +35,8 @@ pub fn to_torch(d: DType) -> i32 {
         DType::C128 => 10,
         DType::Bool => 11,
         DType::BF16 => 15,
-        DType::U32 => 27,
-        DType::U64 => 28,
+        DType::U32 => 28,
+        DType::U64 => 29,
     }
 }
 
@@ -58,6 +58,11 @@ pub fn torch_name(code: i32) -> String {
         15 => "bfloat16",
         23 => "float8_e5m2",
         24 => "float8_e4m3fn",
+        25 => "float8_e5m2fnuz",
+        26 => "float8_e4m3fnuz",
+        27 => "uint16",
+        28 => "uint32",
+        29 => "uint64",
         _ => return format!("torch dtype #{code}"),
     };
     format!("torch.{name}")

@@ -85,6 +85,19 @@ impl Device {
         self.index
     }
 
+    /// The plugin's memory statistics for this device
+    /// (`PJRT_Device_MemoryStats`); an error where the plugin has none.
+    pub fn memory_stats(&self, api: &Api) -> Result<MemoryStats> {
+        let mut a = ffi::PJRT_Device_MemoryStats_Args::new();
+        a.device = self.raw;
+        // SAFETY: `raw` is a live device of a client created by `api`.
+        unsafe { pjrt_call!(api, PJRT_Device_MemoryStats, &mut a) }?;
+        Ok(MemoryStats {
+            bytes_in_use: a.bytes_in_use,
+            bytes_limit: a.bytes_limit_is_set.then_some(a.bytes_limit),
+        })
+    }
+
     /// Reads the properties of `raw` (one of the client's addressable devices).
     ///
     /// # Safety
@@ -123,6 +136,14 @@ impl Device {
             kind,
         })
     }
+}
+
+/// What a plugin reports about a device's memory (the fields used here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryStats {
+    pub bytes_in_use: i64,
+    /// The memory user allocations may take, where the plugin knows it.
+    pub bytes_limit: Option<i64>,
 }
 
 /// Interns device-kind strings so that `Device` can stay `Copy`. The set of

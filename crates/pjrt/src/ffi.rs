@@ -367,6 +367,37 @@ pub struct PJRT_Device_LocalHardwareId_Args {
     pub local_hardware_id: i32,
 }
 
+/// Every field up to `peak_pool_bytes_is_set`, the newest in the headers
+/// of 2025; a plugin built against an older header fills a prefix (it reads
+/// `struct_size`).
+#[repr(C)]
+pub struct PJRT_Device_MemoryStats_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub device: *mut PJRT_Device,
+    pub bytes_in_use: i64,
+    pub peak_bytes_in_use: i64,
+    pub peak_bytes_in_use_is_set: bool,
+    pub num_allocs: i64,
+    pub num_allocs_is_set: bool,
+    pub largest_alloc_size: i64,
+    pub largest_alloc_size_is_set: bool,
+    pub bytes_limit: i64,
+    pub bytes_limit_is_set: bool,
+    pub bytes_reserved: i64,
+    pub bytes_reserved_is_set: bool,
+    pub peak_bytes_reserved: i64,
+    pub peak_bytes_reserved_is_set: bool,
+    pub bytes_reservable_limit: i64,
+    pub bytes_reservable_limit_is_set: bool,
+    pub largest_free_block_bytes: i64,
+    pub largest_free_block_bytes_is_set: bool,
+    pub pool_bytes: i64,
+    pub pool_bytes_is_set: bool,
+    pub peak_pool_bytes: i64,
+    pub peak_pool_bytes_is_set: bool,
+}
+
 // ----------------------------------------------------------------------------
 // Executables.
 
@@ -584,6 +615,7 @@ pjrt_args! {
     PJRT_DeviceDescription_ToString_Args => to_string_size,
     PJRT_Device_GetDescription_Args => device_description,
     PJRT_Device_LocalHardwareId_Args => local_hardware_id,
+    PJRT_Device_MemoryStats_Args => peak_pool_bytes_is_set,
     PJRT_Executable_Destroy_Args => executable,
     PJRT_LoadedExecutable_Destroy_Args => executable,
     PJRT_LoadedExecutable_GetExecutable_Args => executable,
@@ -655,7 +687,7 @@ pub struct PJRT_Api {
     pub PJRT_Device_LocalHardwareId: PjrtFn<PJRT_Device_LocalHardwareId_Args>,
     pub PJRT_Device_AddressableMemories: Unused,
     pub PJRT_Device_DefaultMemory: Unused,
-    pub PJRT_Device_MemoryStats: Unused,
+    pub PJRT_Device_MemoryStats: PjrtFn<PJRT_Device_MemoryStats_Args>,
 
     pub PJRT_Memory_Id: Unused,
     pub PJRT_Memory_Kind: Unused,

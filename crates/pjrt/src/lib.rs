@@ -38,7 +38,7 @@ pub use api::{default_plugin_path, Api, NamedValue, CPU_PLUGIN_SUBPATH, PLUGIN_E
 pub use buffer::Buffer;
 pub use buffer_memory::{buffer_memory, reset_buffer_memory_peak};
 pub use client::{Client, ClientOption, DEVICE0_COMPILE_OPTIONS, PORTABLE_COMPILE_OPTIONS};
-pub use device::Device;
+pub use device::{Device, MemoryStats};
 pub use error::{code, Error, Result};
 pub use event::Event;
 pub use executable::Executable;

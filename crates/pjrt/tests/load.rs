@@ -100,3 +100,22 @@ fn default_plugin_path_honours_env_var() {
         _ => println!("default_plugin_path() = {:?}", pjrt::default_plugin_path()),
     }
 }
+
+#[test]
+fn device_memory_stats_or_a_clear_unimplemented_error() {
+    let client = require_client!();
+    let d = client.addressable_devices()[0];
+    match d.memory_stats(client.api()) {
+        Ok(s) => {
+            println!("memory stats {s:?}");
+            assert!(s.bytes_in_use >= 0);
+            if let Some(limit) = s.bytes_limit {
+                assert!(limit > 0);
+            }
+        }
+        Err(e) => {
+            println!("memory stats: {e}");
+            assert_eq!(e.code, pjrt::code::UNIMPLEMENTED, "{e}");
+        }
+    }
+}

@@ -281,6 +281,12 @@ fn reset_peak_memory_stats(device: i32) {
     engine::reset_buffer_memory_peak();
 }
 
+/// (free, total) bytes of a device, where the platform reports them.
+#[pyfunction]
+fn memory_info(device: i32) -> PyResult<Option<(u64, u64)>> {
+    Ok(engine::device_memory::free_and_total(engine()?, device))
+}
+
 /// (bytes held by live PJRT buffers, peak): what the device really holds,
 /// which donation lowers (storages sharing a buffer count it once).
 #[pyfunction]
@@ -389,6 +395,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_info, m)?)?;
     m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add_function(wrap_pyfunction!(lowered_ops, m)?)?;
