@@ -179,6 +179,8 @@ void tpu_glue_manual_seed(int32_t device_index, uint64_t seed);
 uint64_t tpu_glue_initial_seed(int32_t device_index);
 void tpu_glue_get_state(int32_t device_index, uint64_t* seed, uint64_t* offset);
 void tpu_glue_set_state(int32_t device_index, uint64_t seed, uint64_t offset);
+// A UserWarning, from any thread (torch.tpu.set_sync_debug_mode("warn")).
+void tpu_glue_warn(const char* message);
 
 #ifdef __cplusplus
 }

@@ -28,3 +28,5 @@ void check_status(int32_t status) {
 }
 
 }  // namespace torch_tpu
+
+extern "C" void tpu_glue_warn(const char* message) { TORCH_WARN(message); }

@@ -357,3 +357,37 @@ def test_pinned_memory_is_reported_as_on_cuda():
     y = batch.to("tpu", non_blocking=True)
     torch.tpu.synchronize()
     assert torch.equal(y.cpu(), batch)
+
+
+def test_sync_debug_mode_reports_implicit_host_syncs():
+    import warnings
+
+    x = torch.arange(6.0, device="tpu")
+    assert torch.tpu.get_sync_debug_mode() == 0
+    try:
+        torch.tpu.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            total = x.sum().item()
+            host = x.cpu()
+            nz = x.nonzero()
+            torch.tpu.synchronize()  # asked for: never reported
+        messages = [str(w.message) for w in caught]
+        assert len(messages) == 3, messages
+        assert all("called a synchronizing tpu operation" in m for m in messages)
+        assert ".item()" in messages[0] and "data-dependent" in messages[2]
+        assert total == 15.0 and host.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and nz.shape == (5, 1)
+
+        torch.tpu.set_sync_debug_mode(2)
+        assert torch.tpu.get_sync_debug_mode() == 2
+        y = x * 2  # no sync: runs
+        with pytest.raises(RuntimeError, match=r"synchronizing tpu operation: \.item\(\)"):
+            y.sum().item()
+        with pytest.raises(RuntimeError, match="synchronizing tpu operation"):
+            print(y)
+        with pytest.raises(RuntimeError, match="expected one of"):
+            torch.tpu.set_sync_debug_mode("loud")
+    finally:
+        torch.tpu.set_sync_debug_mode("default")
+    # Nothing was lost: the refused reads work once the mode is off.
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]

@@ -253,6 +253,28 @@ def memory_stats(device: Any = None) -> dict:
     return stats
 
 
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """As torch.cuda.set_sync_debug_mode: "warn" (1) warns and "error" (2)
+    raises at each host sync the program did not ask for (`.item()`,
+    `.cpu()`, printing, `nonzero` and other data-dependent sizes);
+    "default" (0) turns it off. `torch.tpu.synchronize()` is never reported.
+    In Fused Eager such a sync also ends the pending graph."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    if debug_mode not in (0, 1, 2):
+        raise RuntimeError("invalid value of debug_mode, expected one of 0, 1, 2")
+    _C.set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _C.get_sync_debug_mode()
+
+
 def empty_cache() -> None:
     """Nothing is cached beyond live tensors; kept for torch.cuda parity."""
 

@@ -233,7 +233,6 @@ fn data_dependent_size(engine: &Engine, call: &Call, entry: &lowering::OpEntry, 
             c
         }
     };
-    engine.metrics.host_sync("data-dependent output size (nonzero, masked_select, x[mask])");
     match execute(engine, &size_call, &slots, &compiled, size_call.device())?.into_iter().next() {
         Some(RetValue::Int(n)) => Ok(n),
         _ => Err(EngineError::runtime(format!("{}: the size program returned no count (internal error)", call.op))),
@@ -321,7 +320,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
     }
     // A program that never syncs must not pile up flags without bound.
     if !debug && engine.checks.len() > MAX_PENDING_CHECKS {
-        engine.metrics.host_sync("pending index checks");
+        crate::sync_debug::implicit_host_sync(engine, "pending index checks")?;
         engine.checks.drain()?;
     }
     if debug {
@@ -360,7 +359,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
             Output::Number { dtype } => *dtype,
             _ => DType::F64,
         };
-        read_number(engine, &outs[i], dtype)
+        read_number(engine, &outs[i], dtype, &number_source(call.op))
     })
 }
 
@@ -462,9 +461,21 @@ pub fn rng_buffer(engine: &Engine, generator: *mut c_void, device: i32, count: u
     Ok(Arc::new(engine.client.buffer_from_host(&bytes, pjrt::ElementType::U64, &[2], engine.device(device)?)?))
 }
 
+/// Why an op reads a number back, for `host_sync_sources` and the sync
+/// debug mode.
+fn number_source(op: &str) -> String {
+    if op.ends_with("#size") {
+        "data-dependent output size (nonzero, masked_select, x[mask])".to_string()
+    } else if op.ends_with("_local_scalar_dense") {
+        ".item()".to_string()
+    } else {
+        format!("{op} (returns a Python number)")
+    }
+}
+
 /// Reads a rank-0 result to the host (`.item()`): a host sync.
-fn read_number(engine: &Engine, buf: &pjrt::Buffer, dtype: DType) -> Result<RetValue> {
-    engine.metrics.host_sync(".item()");
+fn read_number(engine: &Engine, buf: &pjrt::Buffer, dtype: DType, source: &str) -> Result<RetValue> {
+    crate::sync_debug::implicit_host_sync(engine, source)?;
     engine.checks.drain()?;
     let mut bytes = vec![0u8; dtype.size_bytes()];
     buf.to_host(&mut bytes)?;

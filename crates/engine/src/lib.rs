@@ -28,6 +28,7 @@ pub mod scalars;
 pub mod step_period;
 pub mod storage;
 pub mod sync;
+pub mod sync_debug;
 pub mod transfer;
 
 pub use error::{EngineError, Result};

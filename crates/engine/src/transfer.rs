@@ -91,8 +91,8 @@ pub fn dense_view<'a>(storage: &'a Storage, dtype: DType, sizes: &[i64]) -> Tens
 /// Copies the view `src` into contiguous host bytes. A host sync.
 pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
     let engine = engine()?;
+    crate::sync_debug::implicit_host_sync(engine, "tensor read (.cpu(), .item(), print)")?;
     crate::fused::flush_device_if_pending(engine, src.storage.device, "host read (.cpu(), print, save)")?;
-    engine.metrics.host_sync("tensor read (.cpu(), .item(), print)");
     engine.checks.drain()?;
     let need = src.numel() as usize * src.dtype.size_bytes();
     if out.len() != need {

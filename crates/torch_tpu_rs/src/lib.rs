@@ -26,6 +26,7 @@ extern "C" {
     fn tpu_glue_initial_seed(device: i32) -> u64;
     fn tpu_glue_get_state(device: i32, seed: *mut u64, offset: *mut u64);
     fn tpu_glue_set_state(device: i32, seed: u64, offset: u64);
+    fn tpu_glue_warn(message: *const std::ffi::c_char);
 }
 
 fn check_device(device: i32) -> PyResult<()> {
@@ -342,6 +343,23 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+fn warn(message: &str) {
+    if let Ok(c) = std::ffi::CString::new(message) {
+        unsafe { tpu_glue_warn(c.as_ptr()) };
+    }
+}
+
+/// torch.tpu.set_sync_debug_mode: 0 off, 1 warn, 2 error.
+#[pyfunction]
+fn set_sync_debug_mode(mode: u8) {
+    engine::sync_debug::set_mode(mode);
+}
+
+#[pyfunction]
+fn get_sync_debug_mode() -> u8 {
+    engine::sync_debug::mode()
+}
+
 /// Names of the ATen ops with a tpu lowering.
 #[pyfunction]
 fn lowered_ops() -> Vec<&'static str> {
@@ -351,6 +369,7 @@ fn lowered_ops() -> Vec<&'static str> {
 #[pymodule]
 fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::dispatch::set_generator_hook(generator_next);
+    engine::sync_debug::set_warn_hook(warn);
     // Ops whose default kernel on PrivateUse1 is a composite or a stub, so
     // the fallback never sees them: the `_foreach_*` family (a per-tensor
     // loop), layer norm (goes through batch norm), and convolution.
@@ -396,6 +415,8 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(memory_info, m)?)?;
+    m.add_function(wrap_pyfunction!(set_sync_debug_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(get_sync_debug_mode, m)?)?;
     m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add_function(wrap_pyfunction!(lowered_ops, m)?)?;
