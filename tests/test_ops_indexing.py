@@ -467,3 +467,20 @@ def test_writes_through_expanded_views_keep_every_write(mode):
         return out
 
     assert_same(run("tpu"), run("cpu"))
+
+
+def test_index_put_takes_a_cpu_zero_dim_value(mode):
+    # ATen moves a 0-dim CPU value to the device, so CUDA accepts these.
+    def run(dev):
+        t = torch.arange(6.0).to(dev)
+        t[t > 2] = torch.tensor(-1.0)
+        u = torch.arange(6.0).to(dev)
+        u[torch.tensor([0, 1]).to(dev)] = torch.tensor(9.0)
+        w = torch.zeros(4).to(dev)
+        w.index_put_((torch.tensor([1, 1]).to(dev),), torch.tensor(2.0), accumulate=True)
+        return t, u, w
+
+    assert_same(run("tpu"), run("cpu"))
+    # The dtype rule stays: an index_put of another dtype raises as on the CPU.
+    with pytest.raises(RuntimeError, match="dtypes match"):
+        torch.zeros(3, device="tpu")[torch.tensor([0], device="tpu")] = torch.tensor(1, dtype=torch.float64)

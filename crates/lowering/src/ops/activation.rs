@@ -3,7 +3,7 @@
 //! f16/bf16 are computed in f32 and rounded back, like their opmath.
 use stablehlo::{CompareDir, DType, Value};
 
-use super::elementwise::{cmp, k, not_for, wide};
+use super::elementwise::{cmp, k, not_for, prepare, wide};
 use crate::args::{Arg, Args};
 use crate::bail;
 use crate::ctx::Lower;
@@ -53,14 +53,14 @@ fn input(lx: &mut Lower, args: &Args, i: usize, name: &str, ints_ok: bool) -> Re
     Ok((lx.cast(t.value, wide(t.dtype))?, t.dtype))
 }
 
-/// (grad, x) of a backward op in their common compute dtype, and the result dtype.
+/// (grad, x) of a backward op in their common compute dtype, and the result
+/// dtype. They broadcast, as in ATen's kernels: torch.func's batching rules
+/// pass a batched gradient with an unbatched input (jacrev, hessian).
 fn grad_input(lx: &mut Lower, args: &Args, gi: usize, xi: usize) -> Result<(Value, Value, DType)> {
-    let g = args.tensor(gi)?;
-    let x = args.tensor(xi)?;
+    let (g, x) = (args.operand(gi)?, args.operand(xi)?);
     let out = promote_types(g.dtype, x.dtype);
-    let gv = lx.cast(g.value, wide(out))?;
-    let xv = lx.cast(x.value, wide(out))?;
-    Ok((gv, xv, out))
+    let v = prepare(lx, &[&g, &x], wide(out))?;
+    Ok((v[0], v[1], out))
 }
 
 /// Scalar argument `i` (or `default` when absent) broadcast like `like`.
@@ -107,11 +107,10 @@ fn threshold(lx: &mut Lower, args: &Args) -> R {
 
 /// threshold_backward(grad_output, self, threshold): 0 where self <= threshold.
 fn threshold_backward(lx: &mut Lower, args: &Args) -> R {
-    let g = args.tensor(0)?;
-    let x = args.tensor(1)?;
+    let (g, x) = (args.operand(0)?, args.operand(1)?);
     let out = promote_types(g.dtype, x.dtype);
-    let gv = lx.cast(g.value, out)?;
-    let xv = lx.cast(x.value, out)?;
+    let v = prepare(lx, &[&g, &x], out)?;
+    let (gv, xv) = (v[0], v[1]);
     let th = scalar(lx, args, 2, xv, 0.0)?;
     let zero = k(lx, gv, 0.0)?;
     Ok(vec![select_cmp(lx, xv, th, CompareDir::Le, zero, gv)?])

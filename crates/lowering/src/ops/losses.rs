@@ -36,6 +36,7 @@ pub const OPS: &[OpEntry] = &[
     op!("smooth_l1_loss_backward", regress::smooth_l1_loss_backward),
     op!("glu", pointwise::glu),
     op!("glu_backward", pointwise::glu_backward),
+    op!("glu_jvp", pointwise::glu_jvp),
     op!("hardshrink", pointwise::hardshrink),
     op!("hardshrink_backward", pointwise::shrink_backward),
     op!("softshrink", pointwise::softshrink, static),

@@ -52,6 +52,29 @@ pub(super) fn glu(lx: &mut Lower, args: &Args) -> R {
     Ok(vec![lx.cast(r, t.dtype)?])
 }
 
+/// glu_jvp(glu, x, dx, dim): forward-mode AD through glu,
+/// `sigmoid(b) * da + glu * (1 - sigmoid(b)) * db` for the halves of x and dx.
+pub(super) fn glu_jvp(lx: &mut Lower, args: &Args) -> R {
+    let (y, t, dt) = (args.tensor(0)?.clone(), args.tensor(1)?.clone(), args.tensor(2)?.clone());
+    float_only("glu_jvp", t.dtype)?;
+    if dt.shape != t.shape {
+        bail!(Runtime, "{}: the tangent's shape {:?} differs from the input's {:?}", lx.op, dt.shape, t.shape);
+    }
+    let c = wide(t.dtype);
+    let (x, dx, glu) = (lx.cast(t.value, c)?, lx.cast(dt.value, c)?, lx.cast(y.value, c)?);
+    let dim = args.int(3)?;
+    let (_, b, _) = halves(lx, x, &t.shape, dim)?;
+    let (da, db, _) = halves(lx, dx, &t.shape, dim)?;
+    let s = sigmoid(lx, b)?;
+    let one = k(lx, s, 1.0)?;
+    let oms = lx.b.sub(one, s)?;
+    let left = lx.b.mul(s, da)?;
+    let right = lx.b.mul(glu, oms)?;
+    let right = lx.b.mul(right, db)?;
+    let r = lx.b.add(left, right)?;
+    Ok(vec![lx.cast(r, t.dtype)?])
+}
+
 /// glu_backward(grad_output, self, dim): `[g * s, g * a * s * (1 - s)]`.
 pub(super) fn glu_backward(lx: &mut Lower, args: &Args) -> R {
     let g = args.tensor(0)?.clone();
