@@ -25,7 +25,7 @@ import threading
 import torch
 import torch.fx as fx
 
-from . import _C
+from . import _C, _rng_recompute
 
 
 def _device_type(val):
@@ -85,6 +85,8 @@ def _pure_scalar_math(n: fx.Node) -> bool:
 
 def _split_cpu(gm: fx.GraphModule):
     """A _Split, or a string saying why the graph cannot be split."""
+    if _rng_recompute.holds_rng_recompute(gm):
+        return "it saves or restores the RNG state for a recompute (activation checkpointing)"
     cpu = set()
     for n in gm.graph.nodes:
         if n.op == "output":

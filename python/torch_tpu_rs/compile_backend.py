@@ -36,7 +36,9 @@ import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-from . import _bucketing, _padded_call, _replay
+from . import _bucketing, _padded_call, _replay, _rng_recompute
+
+_rng_recompute.install()
 
 _counts = {"compiled_graphs": 0, "bucketed_graphs": 0, "exact_shape_graphs": {}, "exact_shape_calls": {},
            "unreplayable_graphs": {}}
