@@ -106,3 +106,26 @@ def test_backward_kernels_leave_out_what_output_mask_skips():
             t, c = run_both(call, gy, x, mean, rstd, w, b, gimg, img, cw, gmean, grstd)
             assert [r is None for r in t] == [r is None for r in c] == [not m for m in mask]
             assert_same([r for r in t if r is not None], [r for r in c if r is not None], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_unfold_backward_broadcasts_its_gradient(dtype):
+    # istft's window envelope: a batch-1 gradient for a batch-2 input.
+    torch.manual_seed(0)
+    g = torch.randn(1, 17, 64, dtype=dtype)
+    assert_same(torch.ops.aten.unfold_backward(g.to("tpu"), [2, 320], 1, 64, 16),
+                torch.ops.aten.unfold_backward(g, [2, 320], 1, 64, 16), rtol=1.3e-6, atol=1e-5)
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        torch.ops.aten.unfold_backward(torch.ones(3, 17, 64, device="tpu"), [2, 320], 1, 64, 16)
+
+
+def test_istft_batched_compiled_and_complex():
+    torch.manual_seed(0)
+    w = torch.hann_window(64)
+    s = torch.stft(torch.randn(2, 256), 64, 16, window=w, return_complex=True)
+    f = torch.compile(lambda s, w: torch.istft(s, 64, 16, window=w), backend="tpu")
+    assert_same(f(s.to("tpu"), w.to("tpu")), torch.istft(s, 64, 16, window=w), atol=1e-5)
+    sc = torch.stft(torch.randn(2, 256, dtype=torch.complex64), 64, 16, window=w, return_complex=True, onesided=False)
+    kw = dict(window=w, onesided=False, return_complex=True)
+    got = torch.istft(sc.to("tpu"), 64, 16, **{**kw, "window": w.to("tpu")})
+    assert_same(got, torch.istft(sc, 64, 16, **kw), atol=1e-5)

@@ -35,6 +35,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     "detach_copy", "cat", "stack", "_unsafe_view", "view_copy", "_reshape_copy",
     // moving elements (fftshift is a roll; slicing's backward pads)
     "roll", "flip", "index_select", "constant_pad_nd", "slice_backward", "select_backward", "repeat",
+    "unfold_backward",
     "where", "sum", "mean", "prod", "cumsum", "cumprod", "var", "std", "var_mean", "std_mean", "logsumexp",
     "linalg_vector_norm", "norm",
     // indexing and masking

@@ -27,7 +27,19 @@ fn unfold_backward(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         // A 0-dim input unfolds into one window of one element.
         return Ok(vec![lx.b.reshape(g.value, &[])?]);
     }
-    let windows = g.shape[dim];
+    // The gradient broadcasts to the unfolded shape, as ATen's copy_ into
+    // the unfolded view does (istft's window envelope passes a batch of 1).
+    let windows = if sizes[dim] >= size { (sizes[dim] - size) / step + 1 } else { 0 };
+    let mut unfolded = sizes.to_vec();
+    unfolded[dim] = windows;
+    unfolded.push(size);
+    let g_value = lx.b.broadcast_to(g.value, &unfolded).map_err(|_| {
+        crate::error::LowerError::new(
+            crate::error::ErrorKind::Runtime,
+            format!("{}: grad of shape {:?} does not broadcast to the unfolded shape {unfolded:?}", lx.op, g.shape),
+        )
+    })?;
+    let g = crate::args::TensorArg { value: g_value, shape: unfolded, ..g };
     let zero = lx.full(g.dtype, 0.0, &[])?;
     let mut total = lx.full(g.dtype, 0.0, &sizes)?;
     for k in 0..size {
