@@ -62,8 +62,6 @@ FAILURES = {('argsort', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-lik
  ('linalg.ldl_solve', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_ldl_solve.out does not support torch.complex64 tensors on '
                                                'the tpu device yet (the ops that do are listed in the README ',
  ('matrix_exp', '', 'bfloat16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
- ('matrix_exp', '', 'complex64', 'fwd'): 'error: NotImplementedError: aten::linalg_matrix_exp does not support torch.complex64 tensors on the tpu '
-                                         'device yet (the ops that do are listed in the README und',
  ('matrix_exp', '', 'float16', 'fwd'): 'mismatch (sample 0): Tensor-likes are not close!',
  ('polar', '', 'float16', 'fwd'): 'error: TypeError: aten::polar.out: dtype torch.complex32 is not supported on the tpu device (supported: float32, '
                                   'float64, float16, bfloat16, int64, int32, int16',

@@ -274,3 +274,18 @@ def test_lstsq(dtype, driver):
             assert_same(t.residuals, c.residuals, **tol(dtype))
         if driver != "gels":
             assert_same(t.rank, c.rank)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("scale", [1e-3, 0.3, 2.0, 40.0])
+def test_matrix_exp_complex(dtype, scale):
+    # Each scale picks another Taylor degree; 40 needs scaling and squaring.
+    torch.manual_seed(0)
+    a = torch.randn(4, 4, dtype=dtype) * scale
+    batch = torch.randn(3, 5, 5, dtype=dtype) * scale
+    rel = 2e-5 if dtype == torch.complex64 else 1e-12
+    for x in (a, batch):
+        ref = torch.linalg.matrix_exp(x)
+        got = torch.linalg.matrix_exp(x.to("tpu")).cpu()
+        # Error relative to the result's largest entry (squaring spreads it).
+        assert ((got - ref).abs().max() / ref.abs().max()).item() < rel

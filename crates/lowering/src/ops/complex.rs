@@ -65,7 +65,7 @@ pub const COMPLEX_OPS: &[&str] = &[
     "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "outer", "ger", "addr", "trace",
     "logaddexp", "logcumsumexp", "_logcumsumexp", "renorm",
     // LU and Cholesky families (ops/linalg_lu, ops/cholesky.rs)
-    "linalg_lu_factor_ex", "linalg_lu", "lu_unpack", "linalg_lu_solve", "_linalg_solve_ex", "linalg_inv_ex",
+    "linalg_matrix_exp", "linalg_lu_factor_ex", "linalg_lu", "lu_unpack", "linalg_lu_solve", "_linalg_solve_ex", "linalg_inv_ex",
     "_linalg_det", "_linalg_slogdet", "linalg_cholesky_ex", "linalg_cholesky", "cholesky", "triangular_solve",
     "linalg_solve_triangular", "cholesky_solve", "_cholesky_solve_helper", "cholesky_inverse",
     // Householder QR (ops/linalg_orth/householder.rs)

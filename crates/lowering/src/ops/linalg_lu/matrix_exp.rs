@@ -4,6 +4,7 @@
 //! batch of several always uses degree 18 with scaling and squaring, as ATen
 //! does. The number of squarings is data-dependent: a `stablehlo.while` that
 //! squares each matrix while the step is below its own count.
+//! Complex matrices use the same polynomials, with real norms and thresholds.
 //! float16/bfloat16 are computed in float32 (ATen's CPU kernel gives NaNs for
 //! them: it reads its double coefficient tables as 16-bit floats).
 #![allow(clippy::excessive_precision)]
@@ -181,11 +182,13 @@ fn t18_scale_square(lx: &mut Lower, a: Value, norm: Value, theta: f64) -> Result
     let s = lx.shape(a);
     let (bt, n) = (s[0], s[1]);
     let dt = lx.dtype(a);
-    let th = lx.full(dt, theta, &[bt])?;
+    let rt = dt.complex_part().unwrap_or(dt);
+    let th = lx.full(rt, theta, &[bt])?;
     let q = lx.b.div(norm, th)?;
-    let hi = if dt == DType::F64 { 1022 } else { 126 };
+    let hi = if rt == DType::F64 { 1022 } else { 126 };
     let sc = ceil_log2(lx, q, hi)?;
-    let p2 = pow2_neg(lx, sc, dt)?;
+    let p2 = pow2_neg(lx, sc, rt)?;
+    let p2 = lx.cast(p2, dt)?;
     let p2 = lx.b.broadcast_in_dim(p2, &s, &[0])?;
     let a_scaled = lx.b.mul(a, p2)?;
     let m = t18(lx, a_scaled)?;
@@ -217,9 +220,11 @@ fn mexp(lx: &mut Lower, a: Value) -> Result<Value> {
     let s = lx.shape(a);
     let bt = s[0];
     let dt = lx.dtype(a);
-    let theta = if dt == DType::F64 { THETA_F64 } else { THETA_F32 };
+    // The norm and its thresholds are real (complex64 uses float32's).
+    let rt = dt.complex_part().unwrap_or(dt);
+    let theta = if rt == DType::F64 { THETA_F64 } else { THETA_F32 };
     // operator 1-norm: max over columns of the column sums of |a|.
-    let ab = lx.b.abs(a)?;
+    let ab = crate::ops::complex::modulus(&mut lx.b, a)?;
     let cs = lx.b.reduce_sum(ab, &[1])?;
     let norm = lx.b.reduce_max(cs, &[1])?; // [bt]
     let nanv = lx.full(dt, f64::NAN, &s)?;
@@ -231,15 +236,15 @@ fn mexp(lx: &mut Lower, a: Value) -> Result<Value> {
         let normb = lx.b.broadcast_in_dim(norm, &s, &[0])?;
         for (i, f) in fs.iter().enumerate() {
             let lo = if i == 0 { -1.0 } else { theta[i - 1] };
-            let lov = lx.full(dt, lo, &s)?;
-            let hiv = lx.full(dt, theta[i], &s)?;
+            let lov = lx.full(rt, lo, &s)?;
+            let hiv = lx.full(rt, theta[i], &s)?;
             let c1 = lx.b.compare(lov, normb, CompareDir::Lt)?;
             let c2 = lx.b.compare(normb, hiv, CompareDir::Le)?;
             let c = lx.b.and(c1, c2)?;
             let t = f(lx, a)?;
             res = lx.b.select(c, t, res)?;
         }
-        let big = lx.full(dt, theta[4], &s)?;
+        let big = lx.full(rt, theta[4], &s)?;
         let c = lx.b.compare(normb, big, CompareDir::Ge)?;
         let t = t18_scale_square(lx, a, norm, theta[5])?;
         lx.b.select(c, t, res)?
@@ -255,7 +260,7 @@ pub(super) fn linalg_matrix_exp(lx: &mut Lower, args: &Args) -> R {
     let a = args.tensor(0)?;
     check_square(lx, a, "linalg.matrix_exp")?;
     let work = match a.dtype {
-        DType::F32 | DType::F64 => a.dtype,
+        DType::F32 | DType::F64 | DType::C64 | DType::C128 => a.dtype,
         DType::F16 | DType::BF16 => DType::F32,
         d => bail!(Runtime, "linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {d:?} ({})", lx.op),
     };
