@@ -78,6 +78,9 @@ def worker(rank, store_path, eager_mode, results):
         avg = torch.full((2,), float(rank + 1), device=dev)
         dist.all_reduce(avg, op=dist.ReduceOp.AVG)  # gloo lacks AVG; NCCL has it
         out["all_reduce_avg"] = avg.cpu().tolist()
+        iavg = torch.tensor([-3 * rank, 3 * rank], device=dev)
+        dist.all_reduce(iavg, op=dist.ReduceOp.AVG)
+        out["all_reduce_avg_int"] = iavg.cpu().tolist()
         avg_part = torch.empty(2, device=dev)
         dist.reduce_scatter_tensor(avg_part, torch.arange(2.0 * WORLD, device=dev) * (rank + 1), op=dist.ReduceOp.AVG)
         out["reduce_scatter_avg"] = avg_part.cpu().tolist()
@@ -183,6 +186,7 @@ def test_ddp_and_collectives_across_two_processes(eager_mode):
         assert out["all_to_all_single"] == [rank, 10.0 + rank]
         assert out["send_recv"] == [42.0, 42.0]
         assert out["all_reduce_avg"] == [1.5, 1.5]
+        assert out["all_reduce_avg_int"] == [-1, 1]  # -3 / 2 and 3 / 2 round toward zero, as NCCL's
         assert out["reduce_scatter_avg"] == [[0.0, 1.5], [3.0, 4.5]][rank]
         assert out["batch_isend_irecv"] == [2.0 - rank] * 3
         assert out["all_to_all"] == [[rank, rank], [10.0 + rank, 10.0 + rank]]

@@ -38,10 +38,11 @@ def _host(t: torch.Tensor) -> torch.Tensor:
 
 
 def _divide(t: torch.Tensor, n: int) -> None:
-    if t.is_floating_point():
+    """AVG's division, as NCCL's: integers round toward zero (C division)."""
+    if t.is_floating_point() or t.is_complex():
         t.div_(n)
     else:
-        t.floor_divide_(n)
+        t.div_(n, rounding_mode="trunc")
 
 
 def _write_back(dst: torch.Tensor, host: torch.Tensor) -> None:
