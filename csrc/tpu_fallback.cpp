@@ -302,6 +302,23 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&engine_kernel>());
 }
 
+// Sparse layouts have no tpu kernels. Without this the dispatcher's generic
+// "Could not run ... 'Sparsetpu' backend" is all a user sees, at backward
+// time for nn.Embedding(sparse=True).
+void sparse_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().operator_name(),
+                              ": sparse tensors are not supported on the tpu device. Keep them on the CPU, "
+                              "or use dense tensors (nn.Embedding and nn.EmbeddingBag with sparse=False, "
+                              "the default; torch.optim.SparseAdam needs sparse gradients).");
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_kernel>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_kernel>());
+}
+
 }  // namespace torch_tpu
 
 // Ops that PyTorch implements for every backend as a composite (the

@@ -200,3 +200,14 @@ def test_singular_matrix_checks_raise_linalg_error(name, mode):
         torch.linalg.lu_factor_ex(torch.zeros(2, 2, device="tpu"), check_errors=True)
         torch.tpu.synchronize()
     assert type(raised.value) is RuntimeError
+
+
+def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
+    emb = torch.nn.Embedding(10, 3, sparse=True).to("tpu")
+    with pytest.raises(NotImplementedError, match="sparse tensors are not supported on the tpu device.*sparse=False"):
+        emb(torch.tensor([1, 2], device="tpu")).sum().backward()
+    with pytest.raises(NotImplementedError, match="sparse tensors are not supported on the tpu device"):
+        torch.ones(3, 3).to_sparse().to("tpu")
+    dense = torch.nn.Embedding(10, 3).to("tpu")
+    dense(torch.tensor([1, 2], device="tpu")).sum().backward()
+    assert dense.weight.grad.cpu()[1:3].eq(1).all()
