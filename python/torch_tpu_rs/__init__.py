@@ -61,6 +61,10 @@ from . import _after_dynamo  # noqa: E402
 # Dynamo is first imported (not here: it would double `import torch`'s time).
 _after_dynamo.install()
 
+from . import _flex_attention  # noqa: E402
+
+_flex_attention.install()  # FlexAttention's device check, when it is imported
+
 if os.environ.get("TORCH_TPU_METRICS") == "1":
     import atexit
 

@@ -1,4 +1,4 @@
-"""Registering with Dynamo without importing it.
+"""Registering with Dynamo without importing it (`_after_import.py`).
 
 torch._dynamo takes about two seconds to import, and `import torch` runs this
 package through its `torch.backends` entry point, so importing Dynamo here
@@ -9,9 +9,7 @@ it is already imported.
 """
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
+from ._after_import import after_import
 
 _MODULE = "torch._dynamo"
 
@@ -84,29 +82,5 @@ def _tpu_backend(gm, example_inputs, **kwargs):
     return tpu_backend(gm, example_inputs, **kwargs)
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Finds torch._dynamo as the path finder would, and runs `_register`
-    once the module has executed."""
-
-    def find_spec(self, name, path, target=None):
-        if name != _MODULE:
-            return None
-        sys.meta_path.remove(self)  # one use
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_register(module):
-            exec_module(module)
-            _register()
-
-        spec.loader.exec_module = exec_then_register
-        return spec
-
-
 def install() -> None:
-    if _MODULE in sys.modules:
-        _register()
-    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterAfterImport())
+    after_import(_MODULE, lambda module: _register())
