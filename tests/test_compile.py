@@ -205,3 +205,14 @@ def test_activation_checkpointing_with_dropout_recomputes_the_same_mask(reentran
         assert torch.allclose(cg, eg, rtol=1e-5, atol=1e-6)
     # Distinct masks per step: the generator advanced.
     assert not torch.equal(eager[0][1], eager[1][1])
+
+
+def test_device_queries_fold_under_fullgraph():
+    @torch.compile(backend="tpu", fullgraph=True)
+    def f(x):
+        if torch.tpu.is_available() and torch.tpu.is_bf16_supported() and torch.tpu.is_initialized():
+            return x * torch.tpu.device_count()
+        return x
+
+    x = torch.arange(3.0, device="tpu")
+    assert f(x).cpu().tolist() == [0.0, torch.tpu.device_count(), 2.0 * torch.tpu.device_count()]

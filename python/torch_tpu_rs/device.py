@@ -119,6 +119,13 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return is_available()
 
 
+# Fixed for the process, so torch.compile folds them to constants (as it
+# does torch.cuda's) instead of breaking the graph on the extension call;
+# `fullgraph=True` code branches on them.
+for _fn in (is_available, is_initialized, device_count, is_bf16_supported, get_device_capability):
+    _fn._dynamo_marked_constant = True
+
+
 def get_amp_supported_dtype() -> list:
     """Dtypes `torch.autocast("tpu", dtype=...)` accepts (torch asks the
     device module for this)."""
