@@ -391,3 +391,11 @@ def test_sync_debug_mode_reports_implicit_host_syncs():
         torch.tpu.set_sync_debug_mode("default")
     # Nothing was lost: the refused reads work once the mode is off.
     assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
+def test_stream_and_event_are_types_for_isinstance():
+    e, s = torch.tpu.Event(enable_timing=True), torch.tpu.Stream()
+    assert isinstance(e, torch.tpu.Event) and isinstance(e, torch.Event) and e.device.type == "tpu"
+    assert isinstance(s, torch.tpu.Stream) and isinstance(torch.tpu.current_stream(), torch.tpu.Stream)
+    assert not isinstance(torch.Event(device="cpu"), torch.tpu.Event)
+    assert not isinstance(e, torch.tpu.Stream) and not isinstance(torch.ones(1), torch.tpu.Event)

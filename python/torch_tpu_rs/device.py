@@ -347,14 +347,34 @@ def default_stream(device: Any = None) -> torch.Stream:
     return current_stream(device)
 
 
-def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (mirrors torch.cuda.Stream)
-    return torch.Stream(device=f"tpu:{_index(device)}", priority=priority)
+class _OnTpu(type):
+    """torch.Stream and torch.Event objects on tpu are ordinary PyTorch
+    ones (their C++ methods accept no subclass), so torch.tpu.Stream and
+    torch.tpu.Event make those, and `isinstance` recognizes them on tpu,
+    as with torch.cuda.Stream and torch.cuda.Event."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, cls._base) and obj.device.type == "tpu"
 
 
-def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+class Stream(metaclass=_OnTpu):
+    """Like torch.cuda.Stream. Each device has one in-order queue, so every
+    stream is that queue."""
+
+    _base = torch.Stream
+
+    def __new__(cls, device: Any = None, priority: int = 0) -> torch.Stream:
+        return torch.Stream(device=f"tpu:{_index(device)}", priority=priority)
+
+
+class Event(metaclass=_OnTpu):
     """Like torch.cuda.Event. `record()` waits for the work queued so far and
     stamps the time, so `elapsed_time` is exact (and recording syncs)."""
-    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    _base = torch.Event
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+        return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def __getattr__(name: str):
