@@ -19,7 +19,19 @@ using c10::ScalarType;
 #define TPU_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
 #define TPU_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
 
+// As CUDA's autocast does, refuse binary_cross_entropy (unsafe in 16 bits)
+// and point at the fused form; the message is CUDA's.
+Tensor binary_cross_entropy_banned(const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+              "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+              "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+              "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+              "safe to autocast.");
+}
+
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy_banned));
   AT_FORALL_LOWER_PRECISION_FP(TPU_LOWER_PRECISION)
   AT_FORALL_FP32(TPU_FP32)
   AT_FORALL_FP32_SET_OPT_DTYPE(TPU_FP32_SET_OPT_DTYPE)

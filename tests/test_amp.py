@@ -166,3 +166,15 @@ def test_unscale_keeps_float64_gradients_in_float64():
     torch._amp_foreach_non_finite_check_and_unscale_(got, found, torch.full((1,), 0.1, device="tpu"))
     assert found.item() == 0.0
     torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-15, atol=0)
+
+
+def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
+    x = torch.rand(4, device="tpu")
+    with torch.autocast("tpu", dtype=torch.float16):
+        with pytest.raises(RuntimeError, match=r"(?s)unsafe to autocast.*binary_cross_entropy_with_logits"):
+            torch.nn.functional.binary_cross_entropy(x, x)
+        # The fused form is autocast-safe and computes in float32.
+        assert torch.nn.functional.binary_cross_entropy_with_logits(x, x).dtype == torch.float32
+    # Outside autocast it runs.
+    ref = torch.nn.functional.binary_cross_entropy(x.cpu(), x.cpu())
+    assert torch.allclose(torch.nn.functional.binary_cross_entropy(x, x).cpu(), ref, atol=1e-6)
