@@ -41,11 +41,9 @@ def _run_with(rng_state, op, *args, **kwargs):
 def install() -> None:
     """Teaches both ops the tpu device (idempotent)."""
     from torch._prims import rng_prims
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 
     save, run_with = rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state
-    if DispatchKey.PrivateUse1 in save.py_kernels:
+    if getattr(save.py_kernels[DispatchKey.BackendSelect], "_routes_tpu", False):
         return
 
     def routed(hop, tpu_impl, has_state):
@@ -57,37 +55,13 @@ def install() -> None:
                 return tpu_impl(*args, **kwargs)
             return other(*args, **kwargs)
 
+        select._routes_tpu = True
         return select
 
-    save_select = routed(save, _save_and_run, has_state=False)
-    save.py_kernels[DispatchKey.BackendSelect] = save_select
-    save.py_impl(DispatchKey.PrivateUse1)(_save_and_run)
+    # Their kernels for real tensors: the compiled graph runs them eagerly.
+    save.py_kernels[DispatchKey.BackendSelect] = routed(save, _save_and_run, has_state=False)
     run_with.py_kernels[DispatchKey.BackendSelect] = routed(run_with, _run_with, has_state=True)
-    run_with.py_impl(DispatchKey.PrivateUse1)(_run_with)
 
-    # Tracing run_and_save_rng_state (fake tensors, then proxies) goes
-    # through the same device table.
-    fake, proxy = save.python_key_table[FakeTensorMode], save.python_key_table[ProxyTorchDispatchMode]
-
-    def fake_select(op, *args, **kwargs):
-        if _device(args, kwargs) == "tpu":
-            return _save_and_run(op, *args, **kwargs)
-        return fake(op, *args, **kwargs)
-
-    def proxy_select(mode, op, *args, **kwargs):
-        if _device(args, kwargs) != "tpu":
-            return proxy(mode, op, *args, **kwargs)
-        from torch.fx.experimental.proxy_tensor import track_tensor_tree
-        from torch.utils import _pytree as pytree
-
-        out = _save_and_run(op, *args, **kwargs)
-        proxy_args = pytree.tree_map(mode.tracer.unwrap_proxy, (op, *args))
-        proxy_kwargs = pytree.tree_map(mode.tracer.unwrap_proxy, kwargs)
-        out_proxy = mode.tracer.create_proxy("call_function", save, proxy_args, proxy_kwargs)
-        return track_tensor_tree(out, out_proxy, constant=None, tracer=mode.tracer)
-
-    save.python_key_table[FakeTensorMode] = fake_select
-    save.python_key_table[ProxyTorchDispatchMode] = proxy_select
     for hop in (save, run_with):
         getattr(hop, "_dispatch_cache", {}).clear()
 

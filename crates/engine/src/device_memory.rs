@@ -23,25 +23,24 @@ fn is_host(platform: &str) -> bool {
     platform.eq_ignore_ascii_case("cpu")
 }
 
-/// A device's memory in bytes, where known. Read once, when the engine
-/// starts: every allocation checks it.
-pub fn capacity_bytes(platform: &str, device: Option<(&pjrt::Client, pjrt::Device)>) -> Option<u64> {
-    if is_host(platform) {
-        return host_pages(SC_PHYS_PAGES);
-    }
-    let (client, device) = device?;
-    let limit = device.memory_stats(client.api()).ok()?.bytes_limit?;
-    (limit > 0).then_some(limit as u64)
-}
-
-/// (free, total) bytes of a device, like cudaMemGetInfo; None where the
+/// (free, total) bytes of `device`, like cudaMemGetInfo; None where the
 /// plugin reports neither.
-pub fn free_and_total(engine: &crate::Engine, device_index: i32) -> Option<(u64, u64)> {
-    if is_host(&engine.platform) {
+fn report(platform: &str, client: &pjrt::Client, device: pjrt::Device) -> Option<(u64, u64)> {
+    if is_host(platform) {
         return Some((host_pages(SC_AVPHYS_PAGES)?, host_pages(SC_PHYS_PAGES)?));
     }
-    let device = engine.device(device_index).ok()?;
-    let stats = device.memory_stats(engine.client.api()).ok()?;
+    let stats = device.memory_stats(client.api()).ok()?;
     let total = stats.bytes_limit.filter(|l| *l > 0)? as u64;
     Some((total.saturating_sub(stats.bytes_in_use.max(0) as u64), total))
+}
+
+/// A device's memory in bytes, where known. Read once, when the engine
+/// starts: every allocation checks it.
+pub fn capacity_bytes(platform: &str, client: &pjrt::Client, device: pjrt::Device) -> Option<u64> {
+    report(platform, client, device).map(|(_, total)| total)
+}
+
+/// (free, total) bytes of a device now.
+pub fn free_and_total(engine: &crate::Engine, device_index: i32) -> Option<(u64, u64)> {
+    report(&engine.platform, &engine.client, engine.device(device_index).ok()?)
 }

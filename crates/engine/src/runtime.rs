@@ -49,7 +49,7 @@ fn start() -> std::result::Result<Engine, String> {
     }
     let platform = client.platform_name();
     Ok(Engine {
-        capacity: crate::device_memory::capacity_bytes(&platform, devices.first().map(|d| (&*client, *d))),
+        capacity: crate::device_memory::capacity_bytes(&platform, &client, devices[0]),
         platform,
         client,
         devices,

@@ -146,6 +146,21 @@ impl Args {
         }
     }
     /// A tensor or a scalar, for elementwise ops.
+    /// Tensor argument `i`, also when it arrived as a 0-dim CPU tensor (the
+    /// engine passes those as scalars): ATen moves such a value to the
+    /// device where an op takes a tensor (`x[mask] = torch.tensor(-1.)`).
+    pub fn tensor_or_cpu_scalar(&self, i: usize) -> Result<TensorArg> {
+        match self.get(i) {
+            Arg::Scalar(s) if s.from_tensor => Ok(TensorArg {
+                value: s.value,
+                dtype: s.dtype,
+                shape: vec![],
+                wrapped_number: true,
+                contiguous: true,
+            }),
+            _ => self.tensor(i).cloned(),
+        }
+    }
     pub fn operand(&self, i: usize) -> Result<Operand> {
         match self.get(i) {
             Arg::Tensor(t) => Ok(Operand {

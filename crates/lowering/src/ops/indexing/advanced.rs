@@ -246,14 +246,7 @@ pub(super) fn index(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 }
 
 fn values_and_flag(lx: &mut Lower, args: &Args, t: &TensorArg) -> Result<(TensorArg, bool)> {
-    let v = match args.get(2) {
-        // A 0-dim CPU tensor: ATen moves it to the device (CUDA accepts
-        // `x[mask] = torch.tensor(-1.)`).
-        crate::args::Arg::Scalar(s) if s.from_tensor => {
-            TensorArg { value: s.value, dtype: s.dtype, shape: vec![], wrapped_number: true, contiguous: true }
-        }
-        _ => args.tensor(2)?.clone(),
-    };
+    let v = args.tensor_or_cpu_scalar(2)?;
     if v.dtype != t.dtype {
         bail!(
             Runtime,
