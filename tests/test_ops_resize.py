@@ -64,6 +64,39 @@ def test_interpolate(case, dtype):
     assert_same(tpu, cpu, **tol(dtype))
 
 
+UINT8_RESIZES = [
+    ((2, 3, 17, 23), dict(size=(9, 12))),  # downscale both dims
+    ((1, 3, 8, 8), dict(size=(19, 21))),  # upscale
+    ((1, 4, 33, 20), dict(size=(33, 41))),  # width only: one pass
+    ((1, 3, 100, 90), dict(size=(7, 5))),  # heavy downscale: wide filters, high precision
+    ((2, 3, 10, 13), dict(scale_factor=1.7)),
+    ((1, 3, 12, 9), dict(scale_factor=(0.5, 2.5))),
+]
+
+
+@pytest.mark.parametrize("case", UINT8_RESIZES, ids=lambda c: f"{c[0]}-{c[1]}")
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_interpolate_uint8_equals_cpu_bytes(case, mode, antialias, align_corners):
+    """torchvision resizes uint8 images with these: the bytes must be the
+    CPU's (a separable fixed-point filter, each pass rounded to a byte), not
+    a float result rounded once, which differs by up to 25 for bicubic."""
+    shape, kw = case
+    x = torch.randint(0, 256, shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
+    fn = lambda x: F.interpolate(x, mode=mode, antialias=antialias, align_corners=align_corners, **kw)  # noqa: E731
+    assert_same(*run_both(fn, x))
+    assert_same(*run_both(fn, x.contiguous(memory_format=torch.channels_last)))
+
+
+def test_interpolate_int32_is_refused_as_on_cpu():
+    x = torch.randint(0, 256, (1, 1, 4, 4), dtype=torch.int32)
+    with pytest.raises(RuntimeError):
+        F.interpolate(x, size=(8, 8), mode="bilinear")
+    with pytest.raises(NotImplementedError, match="upsample_bilinear2d.*torch.int32"):
+        F.interpolate(x.to("tpu"), size=(8, 8), mode="bilinear")
+
+
 def test_interpolate_nearest_keeps_inf_nan():
     x = torch.tensor([[[1.0, float("inf"), float("nan"), -2.0]]])
     assert_same(*run_both(lambda x: F.interpolate(x, size=7), x))

@@ -30,6 +30,7 @@ mod pool;
 mod random;
 mod reduce;
 mod resize;
+mod resize_u8;
 mod samplers;
 mod sampling;
 mod selection;

@@ -15,6 +15,7 @@ use crate::ctx::Lower;
 use crate::error::Result;
 use crate::op;
 use crate::ops::reduce::acc;
+use crate::ops::resize_u8::{upsample_u8, Filter};
 use crate::table::OpEntry;
 
 pub const OPS: &[OpEntry] = &[
@@ -252,8 +253,15 @@ fn aa_weights(m: &mut [f64], inp: i64, out: i64, s: f64, cubic: bool, r: impl Fn
 /// upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...)
 fn upsample(lx: &mut Lower, args: &Args, n: usize, kind: Kind, backward: bool) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
-    if !t.dtype.is_float() && kind.interpolates() {
-        bail!(NotImplemented, "{}: not implemented for integer input", lx.op);
+    let u8_filter = match kind {
+        Kind::Linear | Kind::LinearAa => Some(Filter { cubic: false, antialias: kind == Kind::LinearAa }),
+        Kind::Cubic | Kind::CubicAa => Some(Filter { cubic: true, antialias: kind == Kind::CubicAa }),
+        _ => None,
+    };
+    // The CPU resamples uint8 images in 2-D only (bilinear, bicubic).
+    let u8_filter = u8_filter.filter(|_| t.dtype == DType::U8 && n == 2 && !backward);
+    if !t.dtype.is_float() && kind.interpolates() && u8_filter.is_none() {
+        bail!(NotImplemented, "{}: not implemented for {} input", lx.op, crate::dtypes::name(t.dtype));
     }
     let outs = args.ints(1)?;
     let (ins, next) = if backward {
@@ -266,6 +274,10 @@ fn upsample(lx: &mut Lower, args: &Args, n: usize, kind: Kind, backward: bool) -
         bail!(Runtime, "{}: bad output_size {:?} for input {:?}", lx.op, outs, t.shape);
     }
     let (align, sc) = if kind.interpolates() { (args.bool_or(next, false)?, next + 1) } else { (false, next) };
+    if let Some(filter) = u8_filter {
+        let scales: Vec<Option<f64>> = (0..n).map(|i| opt_float(args, sc + i)).collect();
+        return Ok(vec![upsample_u8(lx, t.value, &ins, &outs, align, &scales, filter)?]);
+    }
     let maps: Vec<Map> = (0..n).map(|i| upsample_map(kind, ins[i], outs[i], align, opt_float(args, sc + i), t.dtype == DType::F64)).collect();
     let a = acc(t.dtype);
     let x = if backward || kind.interpolates() { lx.cast(t.value, a)? } else { t.value };

@@ -1,11 +1,10 @@
 //! Float pointwise ops: angle and frexp.
 use stablehlo::{CompareDir, DType};
 
-use super::{cmp, R, V};
+use super::{cmp, R};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
-use crate::error::Result;
 use crate::ops::elementwise::float_of;
 
 /// angle: pi for negatives, 0 otherwise, NaN kept (complex: the argument).
