@@ -139,10 +139,11 @@ void tpu_engine_pinned_free(void* p);
 int32_t tpu_engine_is_pinned(const void* p);
 // ret_alias[r]: the argument index that return r aliases, or -1 for a fresh
 // value; ret_kind[r]: 0 tensor, 1 tensor list, 2 number (int/float/bool/Scalar),
-// 3 anything else.
+// 3 anything else. flags: TPU_DISPATCH_* bits.
+#define TPU_DISPATCH_POINTWISE 1  // the op has PyTorch's `pointwise` tag
 int32_t tpu_engine_dispatch(const char* op_name, const TpuArg* args, int64_t nargs,
                             const int32_t* ret_alias, const int32_t* ret_kind, int64_t nrets,
-                            TpuResults* out);
+                            int32_t flags, TpuResults* out);
 // Copies host bytes (contiguous, dst's dtype and sizes) into the device view dst.
 int32_t tpu_engine_upload(const TpuTensor* dst, const void* src, size_t nbytes);
 // Copies the device view src into contiguous host bytes of src's dtype.

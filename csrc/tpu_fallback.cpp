@@ -246,9 +246,11 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   TpuResults res{};
+  const int32_t flags = op.hasTag(at::Tag::pointwise) ? TPU_DISPATCH_POINTWISE : 0;
   int32_t status = tpu_engine_dispatch(name.c_str(), m.args.data(),
                                        static_cast<int64_t>(m.args.size()), ret_alias.data(),
-                                       ret_kind.data(), static_cast<int64_t>(returns.size()), &res);
+                                       ret_kind.data(), static_cast<int64_t>(returns.size()), flags,
+                                       &res);
   if (status == TPU_NOT_LOWERED && tpu_engine_fallback_enabled()) {
     if (tpu_engine_note_fallback(name.c_str()))
       TORCH_WARN("torch_tpu_rs: ", name,

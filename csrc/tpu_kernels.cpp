@@ -162,7 +162,7 @@ at::Tensor copy_physical(const at::Tensor& self, const at::Tensor& dst) {
     args[1].len = 1;
     int32_t ret_alias = 0, ret_kind = 0;
     TpuResults res{};
-    check_status(tpu_engine_dispatch("aten::copy_", args, 2, &ret_alias, &ret_kind, 1, &res));
+    check_status(tpu_engine_dispatch("aten::copy_", args, 2, &ret_alias, &ret_kind, 1, 0, &res));
   }
   return dst;
 }

@@ -29,6 +29,7 @@ fn main() {
                 ],
                 ret_alias: vec![-1],
                 ret_kind: vec![RET_TENSOR],
+                pointwise: false,
             };
             if let Ok(mut r) = run(&call) {
                 if let Some(RetValue::Tensor(t)) = r.pop() {

@@ -125,6 +125,9 @@ pub struct Call<'a> {
     /// For each return: the argument it aliases, or -1.
     pub ret_alias: Vec<i32>,
     pub ret_kind: Vec<i32>,
+    /// PyTorch tags the op `pointwise`: its new outputs take the inputs'
+    /// memory layout (`layout.rs`).
+    pub pointwise: bool,
 }
 
 impl Call<'_> {

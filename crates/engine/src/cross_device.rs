@@ -62,6 +62,6 @@ pub fn handle(call: &Call, run: impl FnOnce(&Call) -> Result<Vec<RetValue>>) -> 
     let local = TensorRef { wrapped: src.wrapped, ..dense_view(&moved, src.dtype, &src.sizes) };
     let mut args: Vec<CallArg> = call.args.clone();
     args[1].value = CallValue::Tensor(local);
-    let local_call = Call { op: call.op, args, ret_alias: call.ret_alias.clone(), ret_kind: call.ret_kind.clone() };
+    let local_call = Call { op: call.op, args, ret_alias: call.ret_alias.clone(), ret_kind: call.ret_kind.clone(), pointwise: call.pointwise };
     run(&local_call).map(Some)
 }

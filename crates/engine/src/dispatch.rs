@@ -16,7 +16,7 @@ use crate::runtime::{engine, Engine};
 use crate::scalars::scalar_buffer;
 use crate::storage::Storage;
 use crate::sync::read_flag;
-use crate::transfer::{contiguous_strides, element_type};
+use crate::transfer::element_type;
 
 /// A tensor created by an op, handed to C++ to wrap.
 pub struct NewTensor {
@@ -220,7 +220,7 @@ fn data_dependent_size(engine: &Engine, call: &Call, entry: &lowering::OpEntry, 
         .iter()
         .map(|a| if a.write == 2 { CallArg { value: CallValue::None, write: 0 } } else { CallArg { value: a.value.clone(), write: 0 } })
         .collect();
-    let size_call = Call { op: &op, args, ret_alias: vec![-1], ret_kind: vec![crate::call::RET_NUMBER] };
+    let size_call = Call { op: &op, args, ret_alias: vec![-1], ret_kind: vec![crate::call::RET_NUMBER], pointwise: false };
     let size_entry = lowering::OpEntry { name: entry.name, lower: size, static_scalars: entry.static_scalars, size: None, size_when: None };
     let slots = collect_slots(&size_call);
     let sig = signature(&size_call, &slots, size_entry.static_scalars);
@@ -338,7 +338,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
     }
     let new_tensor = |idx: usize| -> Result<NewTensor> {
         match &program.outputs[idx] {
-            Output::New { dtype, shape } => {
+            Output::New { dtype, shape, strides } => {
                 let numel: i64 = shape.iter().product();
                 let nbytes = numel.max(0) as usize * dtype.size_bytes();
                 let storage = Storage::with_buffer(outs[idx].clone(), *dtype, nbytes, device);
@@ -348,7 +348,7 @@ fn execute(engine: &Engine, call: &Call, slots: &Slots, compiled: &Compiled, dev
                     dtype: *dtype,
                     device,
                     sizes: shape.clone(),
-                    strides: contiguous_strides(shape),
+                    strides: strides.clone(),
                 })
             }
             _ => Err(EngineError::runtime("internal error: return is not a new tensor")),

@@ -50,6 +50,9 @@ const RET_RESIZE_COPY: i32 = 7;
 const RET_COMPLEX: i32 = 8;
 const RET_UNDEFINED: i32 = 9;
 
+/// `flags` of tpu_engine_dispatch: PyTorch tags the op `pointwise`.
+const DISPATCH_POINTWISE: i32 = 1;
+
 #[repr(C)]
 pub struct TpuTensor {
     pub storage: *mut c_void,
@@ -502,6 +505,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
     ret_alias: *const i32,
     ret_kind: *const i32,
     nrets: i64,
+    flags: i32,
     out: *mut TpuResults,
 ) -> i32 {
     guarded(|| {
@@ -517,6 +521,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
             args: call_args,
             ret_alias: slice(ret_alias, nrets).to_vec(),
             ret_kind: slice(ret_kind, nrets).to_vec(),
+            pointwise: flags & DISPATCH_POINTWISE != 0,
         };
         let rets = run(&call)?;
         ARENA.with(|arena| {

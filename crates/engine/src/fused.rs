@@ -35,7 +35,6 @@ use crate::metrics::Metrics;
 use crate::program::{collect_slots, record, slot_layout, Output, Program, SlotSource, Slots};
 use crate::runtime::Engine;
 use crate::storage::Storage;
-use crate::transfer::contiguous_strides;
 
 /// Flush once a graph holds this many ops (compile time grows with size).
 const MAX_GRAPH_OPS: usize = 3000;
@@ -132,6 +131,12 @@ pub fn set_capturing(on: bool) {
 /// Turns the repeat detector off (`true`) or on; returns the previous setting.
 pub fn set_explicit_boundaries(on: bool) -> bool {
     EXPLICIT_BOUNDARIES.swap(on, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether a torch.compile graph is running: only then are graph
+/// boundaries explicit (`_replay._recording`).
+pub fn in_compiled_graph() -> bool {
+    EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Called when a pending storage is freed.
@@ -289,7 +294,7 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
 
     let mut new_storage = |idx: usize| -> Result<NewTensor> {
         match &rec.outputs[idx] {
-            Output::New { dtype, shape } => {
+            Output::New { dtype, shape, strides } => {
                 let numel: i64 = shape.iter().product();
                 let nbytes = numel.max(0) as usize * dtype.size_bytes();
                 let storage = Storage::new(nbytes, device);
@@ -304,7 +309,7 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
                     dtype: *dtype,
                     device,
                     sizes: shape.clone(),
-                    strides: contiguous_strides(shape),
+                    strides: strides.clone(),
                 })
             }
             _ => Err(EngineError::runtime("internal error: return is not a new tensor")),

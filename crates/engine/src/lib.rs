@@ -18,6 +18,7 @@ pub mod fused;
 pub mod graph_history;
 pub mod graph_lock;
 pub mod host_heap;
+pub mod layout;
 pub mod metrics;
 pub mod mode;
 pub mod pinned_host;

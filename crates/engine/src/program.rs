@@ -14,6 +14,7 @@ use stablehlo::{Builder, DType, TensorType, Value};
 use crate::call::{Call, CallValue, MathBits, TensorRef, RET_LIST, RET_NUMBER, RET_TENSOR};
 use crate::error::{EngineError, Result};
 use crate::storage::Storage;
+use crate::transfer::contiguous_strides;
 
 /// Where each program input comes from at execution time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,8 +36,9 @@ pub enum Input {
 /// What each program output is.
 #[derive(Clone, Debug)]
 pub enum Output {
-    /// A fresh tensor: 1-D buffer of `dtype`, viewed with `shape`.
-    New { dtype: DType, shape: Vec<i64> },
+    /// A fresh tensor: 1-D buffer of `dtype`, viewed with `shape` and
+    /// `strides` (contiguous, or the inputs' layout for pointwise ops).
+    New { dtype: DType, shape: Vec<i64>, strides: Vec<i64> },
     /// The new contents of storage `slot`, now of `dtype`.
     Slot { slot: usize, dtype: DType },
     /// A rank-0 number to return to Python (a host sync).
@@ -519,7 +521,7 @@ pub fn record(
             let mut idx = Vec::with_capacity(n);
             for _ in 0..n {
                 let v = take(call.op)?;
-                idx.push(push_new(b, v, &mut outputs, &mut results)?);
+                idx.push(push_new(b, call, v, &mut outputs, &mut results)?);
             }
             rets.push(Ret::NewList(idx));
         } else if kind == RET_TENSOR {
@@ -527,7 +529,7 @@ pub fn record(
             if undefined_returns.contains(&r) {
                 rets.push(Ret::Undefined); // its value is dead: XLA drops it
             } else {
-                rets.push(Ret::New(push_new(b, v, &mut outputs, &mut results)?));
+                rets.push(Ret::New(push_new(b, call, v, &mut outputs, &mut results)?));
             }
         } else {
             rets.push(Ret::None);
@@ -580,10 +582,28 @@ fn written_math_view(call: &Call, math: MathBits) -> EngineError {
     )
 }
 
-fn push_new(b: &mut Builder, v: Value, outputs: &mut Vec<Output>, results: &mut Vec<Value>) -> Result<usize> {
+/// Makes `v` a new output tensor. A pointwise op's output takes its inputs'
+/// layout, and convolutions, batch norm, pooling and resampling keep a
+/// channels-last input channels-last (`layout.rs`): the value is then
+/// stored in that order.
+fn push_new(b: &mut Builder, call: &Call, v: Value, outputs: &mut Vec<Output>, results: &mut Vec<Value>) -> Result<usize> {
     let ty = b.ty(v).clone();
-    let flat = b.reshape(v, &[ty.numel()])?;
-    outputs.push(Output::New { dtype: ty.dtype, shape: ty.shape });
+    let layout = if call.pointwise {
+        crate::layout::pointwise_strides(call, &ty.shape)
+    } else if !crate::fused::in_compiled_graph() {
+        // Compiled graphs keep what the fake tensors that traced them
+        // predicted: contiguous, as upstream's meta kernels decide for
+        // devices other than cuda and cpu.
+        crate::layout::channels_last_strides_of(call, &ty.shape)
+    } else {
+        None
+    };
+    let (stored, strides) = match layout {
+        Some(strides) => (b.transpose(v, &crate::layout::storage_order(&strides, &ty.shape))?, strides),
+        None => (v, contiguous_strides(&ty.shape)),
+    };
+    let flat = b.reshape(stored, &[ty.numel()])?;
+    outputs.push(Output::New { dtype: ty.dtype, shape: ty.shape, strides });
     results.push(flat);
     Ok(outputs.len() - 1)
 }
@@ -646,7 +666,7 @@ fn write_arg(
         if vty.shape != t.sizes {
             if *write == 2 && targets.len() == 1 {
                 let cast = if vty.dtype != t.dtype { b.convert(value, t.dtype)? } else { value };
-                let output = push_new(b, cast, outputs, results)?;
+                let output = push_new(b, call, cast, outputs, results)?;
                 return Ok(Ret::ResizeCopy { arg, output });
             }
             return Err(EngineError::new(

@@ -70,6 +70,7 @@ pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
         ],
         ret_alias: vec![0],
         ret_kind: vec![RET_TENSOR],
+        pointwise: false,
     };
     run_now(&call)?;
     Ok(())
@@ -124,6 +125,7 @@ pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
         args: vec![CallArg { value: CallValue::Tensor(src.clone()), write: 0 }, CallArg { value: CallValue::None, write: 0 }],
         ret_alias: vec![-1],
         ret_kind: vec![RET_TENSOR],
+        pointwise: false,
     };
     let rets = run_now(&call)?;
     match rets.into_iter().next() {

@@ -91,6 +91,7 @@ fn writes_into_a_strided_view_and_leaves_the_rest() {
         ],
         ret_alias: vec![0],
         ret_kind: vec![RET_TENSOR],
+        pointwise: false,
     };
     let rets = run(&call).expect("copy_");
     assert!(matches!(rets[0], RetValue::Alias(0)));
@@ -119,6 +120,7 @@ fn writes_into_a_box_slice() {
         ],
         ret_alias: vec![0],
         ret_kind: vec![RET_TENSOR],
+        pointwise: false,
     };
     run(&call).expect("copy_");
     let mut want = base.clone();
@@ -154,6 +156,7 @@ fn unknown_op_is_reported_as_not_lowered() {
         args: vec![CallArg { value: CallValue::Tensor(view(&s, &[1], &[1], 0)), write: 0 }],
         ret_alias: vec![-1],
         ret_kind: vec![RET_TENSOR],
+        pointwise: false,
     };
     let err = run(&call).err().expect("must fail");
     assert!(err.not_lowered);
