@@ -3,11 +3,14 @@
 //! never hand back the wrong executable.
 //!
 //! The cache is bounded (least recently used out first): every executable
-//! the XLA CPU plugin JITs holds about three memory mappings, and a process
-//! may have only `vm.max_map_count` (65530 by default) of them; past that,
-//! XLA's JIT fails inside libgcc's unwinder. `TORCH_TPU_MAX_CACHED_PROGRAMS`
-//! changes the bound (default 4096); evicted programs come back from the
-//! disk cache without compiling.
+//! the XLA CPU plugin JITs holds memory mappings (about three for one op, 45
+//! for a fused graph of 160 ops), and a process may have only
+//! `vm.max_map_count` (65530 by default) of them; past that, XLA's JIT fails
+//! ("LLVM compilation error: Cannot allocate memory"). So the cache holds at
+//! most `TORCH_TPU_MAX_CACHED_PROGRAMS` programs (default 4096), and fewer
+//! when the process's mappings pass 60% of the limit (or
+//! `TORCH_TPU_MAX_MAPPINGS`). Evicted programs come back from the disk cache
+//! without compiling.
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +31,7 @@ pub struct Cache {
     /// Use counter: each entry remembers the tick of its last use.
     tick: AtomicU64,
     evictions: AtomicU64,
+    inserts: AtomicU64,
 }
 
 const DEFAULT_MAX_PROGRAMS: usize = 4096;
@@ -37,6 +41,32 @@ fn max_programs() -> usize {
     *MAX.get_or_init(|| {
         std::env::var("TORCH_TPU_MAX_CACHED_PROGRAMS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(DEFAULT_MAX_PROGRAMS)
     })
+}
+
+/// Past this many cached programs, the process's memory mappings are
+/// counted every `MAP_CHECK_EVERY` inserts (reading /proc/self/maps costs
+/// about a millisecond per 10,000 mappings; a compile costs more).
+const MAP_CHECK_FROM: usize = 16;
+const MAP_CHECK_EVERY: u64 = 8;
+
+/// The memory mappings the cache lets the process reach: 60% of
+/// `vm.max_map_count`, or `TORCH_TPU_MAX_MAPPINGS`.
+fn mapping_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let limit: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(65530);
+        std::env::var("TORCH_TPU_MAX_MAPPINGS").ok().and_then(|v| v.parse().ok()).unwrap_or(limit * 3 / 5)
+    })
+}
+
+/// Whether the process holds more memory mappings than `mapping_budget`
+/// (Linux; elsewhere never).
+fn over_mapping_budget() -> bool {
+    let Ok(maps) = std::fs::read("/proc/self/maps") else { return false };
+    maps.iter().filter(|&&b| b == b'\n').count() > mapping_budget()
 }
 
 /// FNV-1a: fast for the short keys used here.
@@ -73,11 +103,17 @@ impl Cache {
         let now = self.tick.fetch_add(1, Ordering::Relaxed);
         map.entry(hash).or_default().push((op.to_string(), sig, compiled, AtomicU64::new(now)));
         let total: usize = map.values().map(|v| v.len()).sum();
-        if total > max_programs() {
-            // Drop the least recently used eighth at once, so the scan is rare.
+        let inserts = self.inserts.fetch_add(1, Ordering::Relaxed) + 1;
+        let check_maps = total >= MAP_CHECK_FROM && inserts % MAP_CHECK_EVERY == 0;
+        let over_maps = check_maps && over_mapping_budget();
+        if total > max_programs() || over_maps {
+            // Drop the least recently used eighth at once, so the scan is
+            // rare; half when over the mapping budget, which the eighth
+            // might not bring back under before the next check.
+            let share = if over_maps { total / 2 } else { total / 8 };
             let mut uses: Vec<u64> = map.values().flatten().map(|e| e.3.load(Ordering::Relaxed)).collect();
             uses.sort_unstable();
-            let cut = uses[(total - max_programs()).max(total / 8).min(total - 1)];
+            let cut = uses[total.saturating_sub(max_programs()).max(share).min(total - 1)];
             let before = total;
             for v in map.values_mut() {
                 v.retain(|e| e.3.load(Ordering::Relaxed) > cut);
