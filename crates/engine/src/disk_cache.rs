@@ -239,6 +239,9 @@ fn host_identity() -> String {
     for var in ["XLA_FLAGS", "TORCH_TPU_XLA_CPU_PARALLEL"] {
         s.push_str(&format!("{var}={}\n", std::env::var(var).unwrap_or_default()));
     }
+    // The flags the engine gives the XLA CPU plugin (entries compiled
+    // without them may hold its YNNPACK miscompiles).
+    s.push_str(crate::xla_cpu_flags::YNN_FUSIONS);
     s
 }
 

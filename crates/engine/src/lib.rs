@@ -31,6 +31,7 @@ pub mod storage;
 pub mod sync;
 pub mod sync_debug;
 pub mod transfer;
+pub mod xla_cpu_flags;
 
 pub use error::{EngineError, Result};
 pub use runtime::{engine, Engine};

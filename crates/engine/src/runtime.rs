@@ -40,9 +40,11 @@ fn start() -> std::result::Result<Engine, String> {
          (the XLA CPU plugin is installed by the setup script)"
             .to_string()
     })?;
-    let api = pjrt::Api::load(&path).map_err(|e| format!("torch_tpu_rs: {e}"))?;
-    let client = pjrt::Client::new(api)
-        .map_err(|e| format!("torch_tpu_rs: creating a PJRT client with {} failed: {e}", path.display()))?;
+    let client = crate::xla_cpu_flags::while_starting(&path, || {
+        let api = pjrt::Api::load(&path).map_err(|e| format!("torch_tpu_rs: {e}"))?;
+        pjrt::Client::new(api)
+            .map_err(|e| format!("torch_tpu_rs: creating a PJRT client with {} failed: {e}", path.display()))
+    })?;
     let devices = client.addressable_devices();
     if devices.is_empty() {
         return Err(format!("torch_tpu_rs: the PJRT plugin {} reports no devices", path.display()));
