@@ -104,7 +104,7 @@ impl Cache {
         map.entry(hash).or_default().push((op.to_string(), sig, compiled, AtomicU64::new(now)));
         let total: usize = map.values().map(|v| v.len()).sum();
         let inserts = self.inserts.fetch_add(1, Ordering::Relaxed) + 1;
-        let check_maps = total >= MAP_CHECK_FROM && inserts % MAP_CHECK_EVERY == 0;
+        let check_maps = total >= MAP_CHECK_FROM && inserts.is_multiple_of(MAP_CHECK_EVERY);
         let over_maps = check_maps && over_mapping_budget();
         if total > max_programs() || over_maps {
             // Drop the least recently used eighth at once, so the scan is
