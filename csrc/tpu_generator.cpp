@@ -69,8 +69,8 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
       generators.push_back(at::make_generator<TpuGeneratorImpl>(static_cast<c10::DeviceIndex>(i)));
   });
   if (device < 0) device = current_device();
-  TORCH_CHECK_VALUE(device < static_cast<c10::DeviceIndex>(generators.size()),
-                    "invalid tpu device index ", static_cast<int>(device));
+  TORCH_CHECK(device < static_cast<c10::DeviceIndex>(generators.size()),
+              "invalid tpu device index ", static_cast<int>(device));
   return generators[device];
 }
 

@@ -30,9 +30,9 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == kTpu, "expected a tpu device, got ", d);
     auto count = deviceCount();
-    TORCH_CHECK_VALUE(d.index() >= 0 && d.index() < count, "invalid tpu device index ",
-                      static_cast<int>(d.index()), ": this process sees ",
-                      static_cast<int>(count), " tpu device(s)");
+    TORCH_CHECK(d.index() >= 0 && d.index() < count, "invalid tpu device index ",
+                static_cast<int>(d.index()), ": this process sees ",
+                static_cast<int>(count), " tpu device(s)");
     t_current_device = d.index();
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {

@@ -25,8 +25,13 @@ def test_set_device_and_context_manager():
     torch.tpu.set_device(1)
     assert torch.tpu.current_device() == 1
     torch.tpu.set_device(0)
-    with pytest.raises(ValueError):
+    # RuntimeError, as CUDA's "invalid device ordinal".
+    with pytest.raises(RuntimeError, match="invalid tpu device index 99"):
         torch.tpu.set_device(99)
+    with pytest.raises(RuntimeError, match="invalid tpu device index 99"):
+        torch.ones(1, device="tpu:99")
+    with pytest.raises(RuntimeError, match="RNG state is wrong size"):
+        torch.tpu.set_rng_state(torch.zeros(3, dtype=torch.uint8))
 
 
 def test_tensor_on_second_device_computes():

@@ -48,7 +48,7 @@ def current_device() -> int:
 def set_device(device: Any) -> None:
     idx = _index(device)
     if not 0 <= idx < device_count():
-        raise ValueError(f"invalid tpu device index {idx}: {device_count()} device(s) available")
+        raise RuntimeError(f"invalid tpu device index {idx}: {device_count()} device(s) available")
     torch.accelerator.set_device_index(idx)
 
 
@@ -174,7 +174,8 @@ def get_rng_state(device: Any = "tpu") -> torch.Tensor:
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "tpu") -> None:
     if new_state.dtype != torch.uint8 or new_state.numel() != 16:
-        raise ValueError("a tpu rng state is a uint8 tensor of 16 bytes, as returned by get_rng_state()")
+        raise RuntimeError("RNG state is wrong size: a tpu rng state is a uint8 tensor of 16 bytes, "
+                           "as returned by get_rng_state()")
     s, o = new_state.cpu().view(torch.uint64).tolist()
     _C.set_rng_state(_index(device), s, o)
 

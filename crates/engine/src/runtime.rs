@@ -80,7 +80,7 @@ impl Engine {
     pub fn device(&self, index: i32) -> Result<pjrt::Device> {
         self.devices.get(index.max(0) as usize).copied().ok_or_else(|| {
             EngineError::new(
-                lowering::ErrorKind::Value,
+                lowering::ErrorKind::Runtime,
                 format!("invalid tpu device index {index}: {} device(s) available", self.devices.len()),
             )
         })

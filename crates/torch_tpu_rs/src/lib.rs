@@ -32,7 +32,7 @@ extern "C" {
 fn check_device(device: i32) -> PyResult<()> {
     let n = engine::engine().map(|e| e.devices.len()).unwrap_or(0) as i32;
     if device < 0 || device >= n {
-        return Err(PyValueError::new_err(format!("invalid tpu device index {device}: {n} device(s) available")));
+        return Err(PyRuntimeError::new_err(format!("invalid tpu device index {device}: {n} device(s) available")));
     }
     Ok(())
 }
