@@ -47,13 +47,17 @@ impl TensorRef<'_> {
     /// are exactly its storage (e.g. `w.t()` of a contiguous `w`): it is
     /// read without an offset input, so XLA sees a plain transpose.
     pub fn is_whole_permuted(&self) -> bool {
-        if self.offset != 0 || (self.numel() as usize) * self.dtype.size_bytes() != self.storage.nbytes {
-            return false;
-        }
-        let mut dims: Vec<usize> = (0..self.sizes.len()).filter(|&d| self.sizes[d] != 1).collect();
-        dims.sort_by(|&a, &b| self.strides[b].cmp(&self.strides[a]));
+        self.offset == 0
+            && (self.numel() as usize) * self.dtype.size_bytes() == self.storage.nbytes
+            && self.is_non_overlapping_and_dense()
+    }
+    /// The elements, in some dimension order, are densely packed (torch's
+    /// is_non_overlapping_and_dense(); dims of size 0 or 1 never count).
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        let mut dims: Vec<usize> = (0..self.sizes.len()).filter(|&d| self.sizes[d] >= 2).collect();
+        dims.sort_by_key(|&d| self.strides[d]);
         let mut expected = 1;
-        for &d in dims.iter().rev() {
+        for d in dims {
             if self.strides[d] != expected {
                 return false;
             }

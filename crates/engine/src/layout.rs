@@ -83,7 +83,7 @@ pub fn channels_last_strides_of(call: &Call, shape: &[i64]) -> Option<Vec<i64>> 
         return None;
     }
     let suggests = |i: usize| match call.args.get(i).map(|a| &a.value) {
-        Some(CallValue::Tensor(t)) => t.sizes.len() == shape.len() && is_channels_last(t) && !is_contiguous(t),
+        Some(CallValue::Tensor(t)) => t.sizes.len() == shape.len() && is_channels_last(t) && !t.is_contiguous(),
         _ => false,
     };
     let conv = call.op == "aten::convolution_overrideable";
@@ -99,14 +99,14 @@ fn fast_setup(inputs: &[&TensorRef], shape: &[i64]) -> Option<Vec<i64>> {
     if inputs.iter().any(|t| t.sizes != shape) {
         return None;
     }
-    if inputs.iter().all(|t| is_contiguous(t)) {
+    if inputs.iter().all(|t| t.is_contiguous()) {
         return Some(contiguous_strides(shape));
     }
     if inputs.iter().all(|t| is_channels_last(t)) {
         return channels_last_strides(shape);
     }
     let first = inputs[0];
-    if inputs.iter().all(|t| is_non_overlapping_and_dense(t) && t.strides == first.strides) {
+    if inputs.iter().all(|t| t.is_non_overlapping_and_dense() && t.strides == first.strides) {
         return Some(first.strides.clone());
     }
     None
@@ -183,19 +183,6 @@ fn dense_strides(shape: &[i64], fastest_first: &[usize]) -> Vec<i64> {
     strides
 }
 
-fn is_contiguous(t: &TensorRef) -> bool {
-    let mut expected = 1;
-    for d in (0..t.sizes.len()).rev() {
-        if t.sizes[d] != 1 {
-            if t.strides[d] != expected {
-                return false;
-            }
-            expected *= t.sizes[d];
-        }
-    }
-    true
-}
-
 /// Dims from fastest to slowest in channels-last order (4-D and 5-D).
 fn channels_last_order(ndim: usize) -> Option<&'static [usize]> {
     match ndim {
@@ -221,19 +208,6 @@ fn is_channels_last(t: &TensorRef) -> bool {
 
 fn channels_last_strides(shape: &[i64]) -> Option<Vec<i64>> {
     channels_last_order(shape.len()).map(|order| dense_strides(shape, order))
-}
-
-fn is_non_overlapping_and_dense(t: &TensorRef) -> bool {
-    let mut dims: Vec<usize> = (0..t.sizes.len()).filter(|&d| t.sizes[d] >= 2).collect();
-    dims.sort_by_key(|&d| t.strides[d]);
-    let mut expected = 1;
-    for d in dims {
-        if t.strides[d] != expected {
-            return false;
-        }
-        expected *= t.sizes[d];
-    }
-    true
 }
 
 /// The order (slowest dim first) in which a value of this layout is

@@ -109,7 +109,7 @@ fn take(lx: &mut Lower, v: Value, dim: usize, idx: &[i64]) -> Result<Value> {
 
 /// Contracts `dim` of `v` with the `[out, in]` matrix `m`: forward maps in -> out,
 /// backward (transposed) out -> in. The dim stays in place.
-fn apply_matrix(lx: &mut Lower, v: Value, dim: usize, m: &[f64], out: i64, inp: i64, backward: bool) -> Result<Value> {
+pub(super) fn apply_matrix(lx: &mut Lower, v: Value, dim: usize, m: &[f64], out: i64, inp: i64, backward: bool) -> Result<Value> {
     let rank = lx.shape(v).len() as i64;
     let dt = lx.dtype(v);
     let mv = lx.b.constant_tensor_f64(dt, &[out, inp], m)?;

@@ -14,6 +14,7 @@ use stablehlo::{DType, Value};
 
 use crate::ctx::Lower;
 use crate::error::Result;
+use crate::ops::resize::apply_matrix;
 
 /// The resampling filter of one uint8 op.
 #[derive(Copy, Clone)]
@@ -41,15 +42,8 @@ pub(super) fn upsample_u8(
             continue;
         }
         let (weights, precision) = int16_weights(ins[i], outs[i], align_corners, scales[i], filter);
-        let dim = rank - n + i;
-        let m = lx.b.constant_tensor_i64(DType::I32, &[outs[i], ins[i]], &weights)?;
-        let r = lx.b.dot_general(v, m, &[], &[], &[dim as i64], &[1], None)?;
-        // dot_general puts the new dim last; move it back in place.
-        let last = rank as i64 - 1;
-        let mut perm: Vec<i64> = (0..dim as i64).collect();
-        perm.push(last);
-        perm.extend(dim as i64..last);
-        let r = lx.b.transpose(r, &perm)?;
+        // An int32 contraction: the integer weights are exact as f64.
+        let r = apply_matrix(lx, v, rank - n + i, &weights, outs[i], ins[i], false)?;
         let shape = lx.shape(r);
         let half = lx.b.splat_i64(DType::I32, 1 << precision.saturating_sub(1), &shape)?;
         let bits = lx.b.splat_i64(DType::I32, precision as i64, &shape)?;
@@ -96,7 +90,7 @@ fn filter_at(filter: Filter, x: f64) -> f64 {
 }
 
 /// The row-major `[out, in]` int16 weights of one dim and their precision.
-fn int16_weights(inp: i64, out: i64, align_corners: bool, scale: Option<f64>, filter: Filter) -> (Vec<i64>, u32) {
+fn int16_weights(inp: i64, out: i64, align_corners: bool, scale: Option<f64>, filter: Filter) -> (Vec<f64>, u32) {
     let s = scale_of(inp, out, align_corners, scale);
     let taps = if filter.cubic { 4 } else { 2 };
     let mut rows = Vec::with_capacity(out as usize);
@@ -113,13 +107,13 @@ fn int16_weights(inp: i64, out: i64, align_corners: bool, scale: Option<f64>, fi
     while precision < 22 && ((0.5 + wt_max * (1u64 << (precision + 1)) as f64) as i64) < (1 << 15) {
         precision += 1;
     }
-    let mut m = vec![0i64; (out * inp) as usize];
+    let mut m = vec![0.0f64; (out * inp) as usize];
     for (i, (start, w)) in rows.iter().enumerate() {
         for (j, &wj) in w.iter().enumerate() {
             let v = wj * (1u64 << precision) as f64;
             // Rounded half away from zero, then truncated, as the C++ casts do.
             let q = if v < 0.0 { (v - 0.5) as i64 } else { (v + 0.5) as i64 };
-            m[i * inp as usize + (*start as usize) + j] += q;
+            m[i * inp as usize + (*start as usize) + j] += q as f64;
         }
     }
     (m, precision)
