@@ -144,9 +144,9 @@ def test_llama_steady_state_compiles_nothing():
 
 
 def test_loop_without_syncs_is_cut_every_period(fused):
-    """A loop that never reads a value grows the graph to its size bound; the
-    cut falls mid-step. From there on the graph is cut every period of the
-    op sequence, so later graphs reuse programs instead of compiling anew."""
+    """A loop that never reads a value is cut once its graph's tail is the
+    loop body twice over (long before the size bound), and from there on
+    every period of the op sequence, so later graphs reuse one program."""
     g = torch.Generator().manual_seed(0)
     x_cpu, w_cpu = torch.randn(16, 32, generator=g), torch.randn(32, 32, generator=g) / 6
 
@@ -160,16 +160,19 @@ def test_loop_without_syncs_is_cut_every_period(fused):
     def programs_and_cuts():
         # A new program is compiled, or loaded from a warm disk cache.
         m = torch_tpu_rs.metrics()
-        return m["compiles"] + m["cache_hits_disk"], m["flush_reasons"].get("graph size bound", 0)
+        reasons = m["flush_reasons"]
+        return m["compiles"] + m["cache_hits_disk"], reasons.get("repeating loop body", 0), reasons.get("graph size bound", 0)
 
-    start_programs, start_cuts = programs_and_cuts()
+    start_programs, start_cuts, start_bound_cuts = programs_and_cuts()
     programs = []
     for i in range(260):  # ~7300 ops: past the 3000-op bound twice over
         y, y_cpu = body(y, x, w), body(y_cpu, x_cpu, w_cpu)
         if i % 20 == 19:
             programs.append(programs_and_cuts()[0] - start_programs)
     torch.testing.assert_close(y.cpu(), y_cpu, rtol=1e-4, atol=1e-5)
-    assert programs_and_cuts()[1] - start_cuts == 1  # cut by size once, then by period
+    end_programs, end_cuts, end_bound_cuts = programs_and_cuts()
+    assert end_cuts - start_cuts == 1  # found the loop once, then cut by period
+    assert end_bound_cuts == start_bound_cuts
     assert programs[-4:] == [programs[-1]] * 4, programs  # steady state: no new program
 
 

@@ -7,6 +7,8 @@
 //!   cut every period from there on: `step_period`);
 //! - the op sequence repeats the previous flushed graph's (the end of a
 //!   training step), so every step runs the same program;
+//! - the graph's tail is a loop body twice over (a generation loop that
+//!   never syncs): it is cut there, then every period (`step_period`);
 //! - the mode changes, or any non-fused path touches device data.
 //!
 //! Graphs are per device because an executable runs on one device, and
@@ -40,6 +42,8 @@ use crate::storage::Storage;
 const MAX_GRAPH_OPS: usize = 3000;
 /// A repeated op sequence at least this long is a step boundary.
 const MIN_REPEAT_OPS: usize = 32;
+/// How often (in ops) a growing graph's tail is checked for a loop body.
+const LOOP_CHECK_EVERY: usize = 16;
 
 struct Pending {
     storage: *const Storage,
@@ -86,6 +90,10 @@ struct Graph {
     pending: HashMap<u64, Pending>,
     checks: Vec<(Value, String)>,
     ops: Vec<String>,
+    /// Per op, the storages it reads from their buffers (the model's
+    /// weights): a loop's steps read the same ones, while a model's layers,
+    /// whose ops look alike, each read their own.
+    buffer_reads: Vec<Vec<u64>>,
     /// Its ops, shapes and offsets, to name why it compiles (graph_history.rs).
     key: crate::graph_history::GraphKey,
 }
@@ -216,6 +224,7 @@ pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Res
             pending: HashMap::new(),
             checks: Vec::new(),
             ops: Vec::new(),
+            buffer_reads: Vec::new(),
             key: Default::default(),
         });
         record_into(engine, g, call, entry, device)?
@@ -281,6 +290,13 @@ fn record_inputs(
 
 fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::OpEntry, device: i32) -> Result<Vec<RetValue>> {
     let slots = collect_slots(call);
+    // (Not the fresh outputs PyTorch allocates for `.out` ops: no buffer yet.)
+    let from_buffers: Vec<u64> = slots
+        .storages
+        .iter()
+        .filter(|s| !g.pending.contains_key(&s.id) && s.state().buffer.is_some())
+        .map(|s| s.id)
+        .collect();
     let undo = Undo::of(g);
     let rec = match record_inputs(engine, g, call, &slots, entry, device) {
         Ok(rec) => rec,
@@ -290,6 +306,7 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
         }
     };
     g.ops.push(call.op.to_string());
+    g.buffer_reads.push(from_buffers);
     g.key.add(call);
 
     let mut new_storage = |idx: usize| -> Result<NewTensor> {
@@ -371,6 +388,12 @@ fn maybe_flush_at_boundary(engine: &Engine, device: i32) -> Result<()> {
     };
     if repeats {
         flush_device(engine, device, "repeating op sequence (end of a step)")?;
+    } else if let Some(period) = loop_body(device, len) {
+        // A loop whose steps never sync (a generation loop): one program per
+        // step from here on, rather than one program for the whole loop,
+        // compiled again for every new number of steps.
+        flush_device(engine, device, "repeating loop body")?;
+        previous_ops().insert(device, period);
     } else if len >= MAX_GRAPH_OPS {
         // Cut here, then every period of the loop: the next graphs are one
         // period each, the same program every time.
@@ -383,6 +406,23 @@ fn maybe_flush_at_boundary(engine: &Engine, device: i32) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The op names of one loop body, if the tail of `device`'s graph of `len`
+/// ops is two copies of it that read the same buffers, at least one
+/// (checked every LOOP_CHECK_EVERY ops).
+fn loop_body(device: i32, len: usize) -> Option<Vec<String>> {
+    if len < 2 * MIN_REPEAT_OPS || len % LOOP_CHECK_EVERY != 0 || EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    let g = graphs();
+    let g = g.get(&device)?;
+    let sigs: Vec<(&str, &[u64])> = g.ops.iter().zip(&g.buffer_reads).map(|(o, r)| (o.as_str(), r.as_slice())).collect();
+    let p = crate::step_period::tail_period(&sigs, MIN_REPEAT_OPS)?;
+    // A body that reads no buffer is no loop over a model: an optimizer
+    // filling the zeros of its first step's state repeats `zero_` alike.
+    let reads_weights = g.buffer_reads[len - p..].iter().any(|r| !r.is_empty());
+    reads_weights.then(|| g.ops[len - p..].to_vec())
 }
 
 /// Whether ops are waiting in any device's graph.

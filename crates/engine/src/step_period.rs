@@ -3,16 +3,17 @@
 //! Fused Eager cuts a graph at a step boundary when its op sequence repeats
 //! the previous graph's. A loop with no host read and no optimizer step
 //! (an inference or generation loop feeding its own outputs) gives no such
-//! boundary: the graph grows to its size bound and is cut wherever the
-//! bound falls, mid-step, at a different point each time, so every cut is a
-//! new program to compile. At the size bound, the graph's tail tells the
-//! loop's period: if its last 2p ops are two copies of the same p ops, the
+//! boundary. If its graph grew to the size bound, it would be cut wherever
+//! the bound falls, mid-step, at a different point each time, so every cut
+//! would be a new program to compile. The graph's tail tells the loop's
+//! period instead: if its last 2p ops are two copies of the same p ops, the
 //! next p ops will be that copy again, and cutting every p ops from there
 //! gives the same program every time.
+use std::hash::{Hash, Hasher};
 
 /// The smallest period `p >= min` such that the last `2p` items of `ops`
 /// are two equal halves, if any.
-pub fn tail_period<T: AsRef<str>>(ops: &[T], min: usize) -> Option<usize> {
+pub fn tail_period<T: Hash + Eq>(ops: &[T], min: usize) -> Option<usize> {
     let n = ops.len();
     if min == 0 || n < 2 * min {
         return None;
@@ -21,8 +22,10 @@ pub fn tail_period<T: AsRef<str>>(ops: &[T], min: usize) -> Option<usize> {
     // candidate is then confirmed item by item, so a collision costs time,
     // never a wrong answer.
     const BASE: u64 = 0x100_0000_01b3;
-    let item = |s: &str| -> u64 {
-        s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1
+    let item = |x: &T| -> u64 {
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        x.hash(&mut h);
+        h.0 | 1
     };
     let mut prefix = Vec::with_capacity(n + 1);
     let mut pow = Vec::with_capacity(n + 1);
@@ -30,15 +33,29 @@ pub fn tail_period<T: AsRef<str>>(ops: &[T], min: usize) -> Option<usize> {
     pow.push(1u64);
     for op in ops {
         let h = *prefix.last().unwrap_or(&0);
-        prefix.push(h.wrapping_mul(BASE).wrapping_add(item(op.as_ref())));
+        prefix.push(h.wrapping_mul(BASE).wrapping_add(item(op)));
         let p = *pow.last().unwrap_or(&1);
         pow.push(p.wrapping_mul(BASE));
     }
     let range = |a: usize, b: usize| prefix[b].wrapping_sub(prefix[a].wrapping_mul(pow[b - a]));
     (min..=n / 2).find(|&p| {
         range(n - p, n) == range(n - 2 * p, n - p)
-            && ops[n - p..].iter().zip(&ops[n - 2 * p..n - p]).all(|(a, b)| a.as_ref() == b.as_ref())
+            && ops[n - p..].iter().zip(&ops[n - 2 * p..n - p]).all(|(a, b)| a == b)
     })
+}
+
+/// FNV-1a, a fixed hash: the same items hash alike in every process.
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -63,6 +80,18 @@ mod tests {
         // A period is only reported if it is at least `min` long: 14 is
         // the smallest multiple of 7 that qualifies.
         assert_eq!(tail_period(&ops, 8), Some(14));
+    }
+
+    #[test]
+    fn items_that_also_name_what_they_read_tell_layers_from_steps() {
+        // Two layers of a model look alike by op names, but read their own
+        // weights (1, 2); the steps of a loop over the model read the same.
+        let layer = |w: u64| vec![("mm", vec![w]), ("add", vec![]), ("tanh", vec![])];
+        let step: Vec<(&str, Vec<u64>)> = [layer(1), layer(2), vec![("argmax", vec![])]].concat();
+        let one_step = step.clone();
+        assert_eq!(tail_period(&one_step[..6], 3), None);
+        let loop3: Vec<_> = [step.clone(), step.clone(), step].concat();
+        assert_eq!(tail_period(&loop3, 3), Some(7));
     }
 
     #[test]
