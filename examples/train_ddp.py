@@ -22,12 +22,7 @@ from tqdm import tqdm
 
 import torch_tpu_rs
 from torch_tpu_rs.models import Llama, LlamaConfig
-
-
-def synthetic_batch(gen: torch.Generator, batch: int, seq: int, vocab: int) -> torch.Tensor:
-    start = torch.randint(0, vocab, (batch, 1), generator=gen)
-    step = torch.randint(1, 8, (batch, 1), generator=gen)
-    return (start + step * torch.arange(seq + 1)) % vocab
+from torch_tpu_rs.models.synthetic import arithmetic_sequences
 
 
 def mean_over_ranks(x: torch.Tensor) -> float:
@@ -61,7 +56,7 @@ def main() -> None:
     model = DistributedDataParallel(Llama(cfg).to(device))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(1000 + rank)  # each rank its own data
-    batches = [synthetic_batch(gen, args.batch, args.seq, cfg.vocab_size).to(device) for _ in range(8)]
+    batches = [arithmetic_sequences(gen, args.batch, args.seq + 1, cfg.vocab_size).to(device) for _ in range(8)]
     tokens_per_step = args.batch * args.seq * world
 
     if rank == 0:

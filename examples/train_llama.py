@@ -18,12 +18,7 @@ from tqdm import tqdm
 
 import torch_tpu_rs
 from torch_tpu_rs.models import Llama, LlamaConfig
-
-
-def synthetic_batch(gen: torch.Generator, batch: int, seq: int, vocab: int) -> torch.Tensor:
-    start = torch.randint(0, vocab, (batch, 1), generator=gen)
-    step = torch.randint(1, 8, (batch, 1), generator=gen)
-    return (start + step * torch.arange(seq + 1)) % vocab
+from torch_tpu_rs.models.synthetic import arithmetic_sequences
 
 
 def main() -> None:
@@ -48,7 +43,7 @@ def main() -> None:
     model = Llama(cfg).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(0)
-    batches = [synthetic_batch(gen, args.batch, args.seq, cfg.vocab_size) for _ in range(8)]
+    batches = [arithmetic_sequences(gen, args.batch, args.seq + 1, cfg.vocab_size) for _ in range(8)]
     batches = [b.to(args.device) for b in batches]
     tokens_per_step = args.batch * args.seq
 

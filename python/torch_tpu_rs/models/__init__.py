@@ -1,5 +1,5 @@
 """Reference models used by the examples, tests and benchmarks."""
-from .llama import Llama, LlamaConfig
+from .llama import KVCache, Llama, LlamaConfig
 from .mlp import MLP
 
-__all__ = ["Llama", "LlamaConfig", "MLP"]
+__all__ = ["KVCache", "Llama", "LlamaConfig", "MLP"]

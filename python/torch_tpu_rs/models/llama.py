@@ -1,5 +1,12 @@
 """A small Llama-style decoder: RMSNorm, rotary position embeddings (RoPE),
-causal multi-head attention and a SwiGLU feed-forward block."""
+causal multi-head attention and a SwiGLU feed-forward block.
+
+For generation the model takes a `KVCache`: keys and values of past
+positions, preallocated at the cache's full length. A step writes its
+positions into the cache and attends over all of it under a mask, so every
+decode step has the same shapes and runs the same program: no compile per
+new token in any mode (the approach of static caches in Hugging Face and
+gpt-fast)."""
 from __future__ import annotations
 
 import math
@@ -68,13 +75,20 @@ class Attention(nn.Module):
         self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, cache=None, pos=None):
         b, s, _ = x.shape
         q = self.wq(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if cache is not None:
+            # Positions are a tensor, not Python ints: the write and the mask
+            # then read them as data, and the program never changes.
+            k_cache, v_cache = cache
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+            k, v = k_cache, v_cache
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         scores = scores.masked_fill(mask, float("-inf"))
         attn = self.dropout(F.softmax(scores, dim=-1))
@@ -101,8 +115,8 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.ffn = FeedForward(cfg)
 
-    def forward(self, x, cos, sin, mask):
-        x = x + self.attn(self.attn_norm(x), cos, sin, mask)
+    def forward(self, x, cos, sin, mask, cache=None, pos=None):
+        x = x + self.attn(self.attn_norm(x), cos, sin, mask, cache, pos)
         return x + self.ffn(self.ffn_norm(x))
 
 
@@ -118,7 +132,13 @@ class Llama(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, cache: "KVCache | None" = None,
+                pos: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits for `tokens` ([batch, seq]). With a `cache`, `pos` ([seq],
+        on the tokens' device) gives their positions; they are written into
+        the cache and attend to every earlier position held there."""
+        if cache is not None:
+            return self._forward_cached(tokens, cache, pos)
         s = tokens.shape[1]
         x = self.embed(tokens)
         cos, sin = self.rope_cos[:s], self.rope_sin[:s]
@@ -131,6 +151,41 @@ class Llama(nn.Module):
             x = layer(x, cos, sin, mask)
         return self.head(self.norm(x))
 
+    def _forward_cached(self, tokens, cache, pos):
+        x = self.embed(tokens)
+        cos, sin = self.rope_cos[pos], self.rope_sin[pos]
+        # Query i sees cache slot j when j <= pos[i]: slots after it are the
+        # future or still empty.
+        slots = torch.arange(cache.max_len, device=tokens.device)
+        mask = slots[None, :] > pos[:, None]
+        for layer, kv in zip(self.layers, cache.layers):
+            x = layer(x, cos, sin, mask, kv, pos)
+        return self.head(self.norm(x))
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, max_new_tokens: int, cache: "KVCache | None" = None,
+                 temperature: float = 0.0, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The `max_new_tokens` tokens that follow `prompt` ([batch, seq]):
+        greedy, or sampled at `temperature`. Tokens stay on the device; the
+        loop never waits for the host."""
+        b, s = prompt.shape
+        if cache is None:
+            cache = KVCache(self.cfg, b, device=prompt.device, dtype=self.embed.weight.dtype)
+        if s + max_new_tokens > cache.max_len:
+            raise ValueError(
+                f"generate: a prompt of {s} tokens plus {max_new_tokens} new ones needs {s + max_new_tokens} "
+                f"cache positions, but the cache holds {cache.max_len}; pass a longer KVCache(max_len=...)"
+            )
+        pos = torch.arange(s, device=prompt.device)
+        logits = self(prompt, cache, pos)[:, -1]
+        out = []
+        for i in range(max_new_tokens):
+            if i:
+                logits = self(out[-1], cache, pos)[:, -1]
+            out.append(_pick(logits, temperature, generator))
+            pos = pos[-1:] + 1
+        return torch.cat(out, dim=1)
+
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:
         """Next-token cross-entropy over a batch of token sequences."""
         logits = self(tokens[:, :-1])
@@ -138,3 +193,32 @@ class Llama(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def _pick(logits: torch.Tensor, temperature: float, generator) -> torch.Tensor:
+    """The next token of each row ([batch, 1]): the most likely one, or a
+    draw from softmax(logits / temperature)."""
+    if temperature <= 0:
+        return logits.argmax(-1, keepdim=True)
+    probs = F.softmax(logits / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+class KVCache:
+    """Keys and values of past positions, one [batch, heads, max_len,
+    head_dim] pair per layer, allocated once at full length (at most the
+    model's `max_seq_len`, the length of its RoPE tables). Reuse one cache
+    across requests of the same batch size: a new prompt overwrites the
+    slots it needs, and the mask hides the rest."""
+
+    def __init__(self, cfg: LlamaConfig, batch: int, max_len: int | None = None,
+                 device=None, dtype: torch.dtype = torch.float32):
+        max_len = cfg.max_seq_len if max_len is None else max_len
+        if not 0 < max_len <= cfg.max_seq_len:
+            raise ValueError(f"KVCache: max_len must be in 1..{cfg.max_seq_len} (the model's max_seq_len), got {max_len}")
+        shape = (batch, cfg.n_heads, max_len, cfg.head_dim)
+        self.max_len = max_len
+        self.layers = [
+            (torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
+            for _ in range(cfg.n_layers)
+        ]
