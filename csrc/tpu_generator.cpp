@@ -28,7 +28,7 @@ struct TpuGeneratorImpl final : public c10::GeneratorImpl {
   }
   // State is 16 bytes: seed then offset, as a CPU uint8 tensor (like CUDA's).
   void set_state(const c10::TensorImpl& state) override {
-    TORCH_CHECK_VALUE(state.numel() == 16 && state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+    TORCH_CHECK(state.numel() == 16 && state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
                       "tpu generator state must be a uint8 tensor of 16 bytes, got ",
                       state.numel(), " elements");
     const auto* p = static_cast<const uint64_t*>(state.data());

@@ -32,6 +32,17 @@ def test_set_device_and_context_manager():
         torch.ones(1, device="tpu:99")
     with pytest.raises(RuntimeError, match="RNG state is wrong size"):
         torch.tpu.set_rng_state(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="16 bytes, got 3"):
+        torch.Generator(device="tpu").set_state(torch.zeros(3, dtype=torch.uint8))
+    # Every torch.tpu function that takes a device refuses one that is not there.
+    for query in (torch.tpu.synchronize, torch.tpu.get_device_name, torch.tpu.get_device_properties,
+                  torch.tpu.memory_stats, torch.tpu.memory_allocated, torch.tpu.mem_get_info):
+        with pytest.raises(RuntimeError, match="invalid tpu device index -5"):
+            query(-5)
+        with pytest.raises(RuntimeError, match="invalid tpu device index 99"):
+            query("tpu:99")
+    with torch.tpu.device(-1):  # -1 leaves the device alone, as torch.cuda.device(-1)
+        assert torch.tpu.current_device() == 0
 
 
 def test_tensor_on_second_device_computes():

@@ -31,14 +31,21 @@ def device_count() -> int:
 
 
 def _index(device: Any = None) -> int:
+    """The device index `device` names (an int, "tpu:1", a torch.device or
+    None for the current one); RuntimeError if there is no such device, as
+    torch.cuda's functions raise."""
     if device is None:
         return current_device()
     if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "tpu":
-        raise ValueError(f"expected a tpu device, got {device}")
-    return current_device() if device.index is None else device.index
+        idx = device
+    else:
+        device = torch.device(device)
+        if device.type != "tpu":
+            raise ValueError(f"expected a tpu device, got {device}")
+        idx = current_device() if device.index is None else device.index
+    if not 0 <= idx < device_count():
+        raise RuntimeError(f"invalid tpu device index {idx}: {device_count()} device(s) available")
+    return idx
 
 
 def current_device() -> int:
@@ -46,17 +53,15 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
-    idx = _index(device)
-    if not 0 <= idx < device_count():
-        raise RuntimeError(f"invalid tpu device index {idx}: {device_count()} device(s) available")
-    torch.accelerator.set_device_index(idx)
+    torch.accelerator.set_device_index(_index(device))
 
 
 class device:  # noqa: N801 (mirrors torch.cuda.device)
     """Context manager that changes the current tpu device."""
 
     def __init__(self, device: Any):
-        self.idx = -1 if device is None else _index(device)
+        # -1 (or None) leaves the device as it is, as torch.cuda.device(-1) does.
+        self.idx = -1 if device is None or device == -1 else _index(device)
         self.prev = -1
 
     def __enter__(self):
@@ -73,11 +78,15 @@ class device:  # noqa: N801 (mirrors torch.cuda.device)
 
 def synchronize(device: Any = None) -> None:
     """Waits for all queued tpu work; raises errors deferred in Strict Eager."""
+    if device is not None:
+        _index(device)
     _C.synchronize()
 
 
 def get_device_name(device: Any = None) -> str:
     """The PJRT platform, e.g. "XLA CPU"."""
+    if device is not None:
+        _index(device)
     name = _C.platform_name()
     return {"cpu": "XLA CPU", "cuda": "XLA CUDA", "tpu": "TPU"}.get(name.lower(), name)
 
@@ -137,7 +146,9 @@ def get_amp_supported_dtype() -> list:
 # (seed, offset) from them, so a seed reproduces a run exactly.
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """Whether this process was forked after tpu was initialized: tpu
+    cannot be used here (as torch.cuda's)."""
+    return _C.in_bad_fork()
 
 
 def manual_seed(seed: int) -> None:

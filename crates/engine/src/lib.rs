@@ -14,6 +14,7 @@ pub mod disk_cache;
 pub mod dispatch;
 pub mod error;
 pub mod ffi;
+pub mod fork;
 pub mod fused;
 pub mod graph_history;
 pub mod graph_lock;

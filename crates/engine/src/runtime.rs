@@ -50,6 +50,7 @@ fn start() -> std::result::Result<Engine, String> {
         return Err(format!("torch_tpu_rs: the PJRT plugin {} reports no devices", path.display()));
     }
     let platform = client.platform_name();
+    crate::fork::watch_forks();
     Ok(Engine {
         capacity: crate::device_memory::capacity_bytes(&platform, &client, devices[0]),
         platform,
@@ -63,17 +64,34 @@ fn start() -> std::result::Result<Engine, String> {
 }
 
 /// The engine, started on first use. A failed start is remembered and
-/// reported the same way every time.
+/// reported the same way every time. In a process forked after the engine
+/// started, an error that says to use 'spawn' (`fork.rs`).
 pub fn engine() -> Result<&'static Engine> {
+    if crate::fork::in_forked_child() {
+        return Err(EngineError::runtime(crate::fork::MESSAGE));
+    }
     match ENGINE.get_or_init(start) {
         Ok(e) => Ok(e),
         Err(msg) => Err(EngineError::runtime(msg.clone())),
     }
 }
 
-/// The engine if it started, without starting it.
+/// The engine if it started, without starting it (None in a forked child).
 pub fn started() -> Option<&'static Engine> {
+    if crate::fork::in_forked_child() {
+        return None;
+    }
     ENGINE.get().and_then(|r| r.as_ref().ok())
+}
+
+/// How many devices there are, also in a forked child, where the engine
+/// cannot be used but the count it found is still known: torch.cuda's
+/// device_count works there too, and device indices stay valid in errors.
+pub fn device_count() -> usize {
+    match ENGINE.get() {
+        Some(Ok(e)) => e.devices.len(),
+        _ => engine().map(|e| e.devices.len()).unwrap_or(0),
+    }
 }
 
 impl Engine {

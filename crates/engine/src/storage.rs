@@ -122,7 +122,9 @@ impl Storage {
     /// # Safety
     /// `ptr` must come from [`Storage::into_handle`]; it is freed here.
     pub unsafe fn release(ptr: *mut std::ffi::c_void) {
-        if !ptr.is_null() {
+        // A forked child's storages are the parent's: freeing their buffers
+        // would call into a plugin whose threads are gone.
+        if !ptr.is_null() && !crate::fork::in_forked_child() {
             drop(Box::from_raw(ptr as *mut Storage));
         }
     }

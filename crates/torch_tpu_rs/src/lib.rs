@@ -87,7 +87,14 @@ fn engine() -> PyResult<&'static engine::Engine> {
 /// Number of devices the PJRT plugin exposes (0 if it cannot start).
 #[pyfunction]
 fn device_count() -> usize {
-    engine::engine().map(|e| e.devices.len()).unwrap_or(0)
+    engine::runtime::device_count()
+}
+
+/// Whether this process was forked after the engine started, so it cannot
+/// use tpu (`torch.tpu._is_in_bad_fork()`).
+#[pyfunction]
+fn in_bad_fork() -> bool {
+    engine::fork::in_forked_child()
 }
 
 /// Why the engine could not start, or None.
@@ -397,6 +404,7 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(set_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(start_error, m)?)?;
+    m.add_function(wrap_pyfunction!(in_bad_fork, m)?)?;
     m.add_function(wrap_pyfunction!(platform_name, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_path, m)?)?;
     m.add_function(wrap_pyfunction!(synchronize, m)?)?;
