@@ -75,6 +75,36 @@ def test_out_of_memory_is_torch_out_of_memory_error(mode):
     device_still_works()
 
 
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_an_op_whose_result_cannot_fit_is_refused_before_it_runs(mode):
+    """New outputs are checked against the device's memory when the op is
+    dispatched, not when its program fails: a program that failed for
+    memory left the tensors it updated in place holding its error for good."""
+    torch_tpu_rs.set_eager_mode(mode)
+    p = torch.ones(3, device="tpu") * 2
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    with pytest.raises(torch.OutOfMemoryError, match=r"aten::eye.*out of memory: tried to allocate"):
+        p.add_(torch.eye(10**7, device="tpu")[0, :3])
+    with pytest.raises(torch.OutOfMemoryError, match=r"aten::multinomial.*out of memory"):
+        torch.multinomial(torch.tensor([0.5, 0.5], device="tpu"), 10**12, replacement=True)
+    torch.tpu.synchronize()  # nothing deferred is left to raise
+    assert torch.tpu.memory_allocated() == before
+    p.mul_(3)
+    assert p.cpu().tolist() == [6.0, 6.0, 6.0]
+    device_still_works()
+
+
+def test_debug_eager_raises_at_the_failing_compiled_call():
+    torch_tpu_rs.set_eager_mode("debug")
+    w = torch.arange(30.0, device="tpu").reshape(10, 3)
+    f = torch.compile(lambda w, i: w[i] * 2, backend="tpu")
+    assert f(w, torch.tensor([1, 2], device="tpu")).cpu()[1, 0] == 12.0
+    with pytest.raises(IndexError, match="index out of range"):
+        f(w, torch.tensor([1, 12], device="tpu"))
+    assert f(w, torch.tensor([3], device="tpu")).cpu().tolist() == [[18.0, 20.0, 22.0]]
+
+
 def test_negative_index_wraps_like_cpu():
     w = torch.arange(10.0).reshape(5, 2)
     idx = torch.tensor([-1, 0])

@@ -225,7 +225,12 @@ class ReplayedGraph:
 
     def __call__(self, *args):
         with _LOCK:
-            return self._call(args)
+            out = self._call(args)
+        if _C.get_eager_mode() == "debug":
+            # Debug Eager raises at the call that failed (an index out of
+            # range in the graph), not at some later read.
+            _C.synchronize()
+        return out
 
     def _call(self, args):
         if self.split is None:

@@ -6,6 +6,10 @@
 //! physical memory. Other plugins are asked through `PJRT_Device_MemoryStats`
 //! (TPU and GPU plugins report a byte limit; the CPU plugin does not).
 
+use lowering::ErrorKind;
+
+use crate::error::{EngineError, Result};
+
 extern "C" {
     fn sysconf(name: i32) -> i64;
 }
@@ -43,4 +47,47 @@ pub fn capacity_bytes(platform: &str, client: &pjrt::Client, device: pjrt::Devic
 /// (free, total) bytes of a device now.
 pub fn free_and_total(engine: &crate::Engine, device_index: i32) -> Option<(u64, u64)> {
     report(&engine.platform, &engine.client, engine.device(device_index).ok()?)
+}
+
+/// Refuses a storage of `nbytes` the device can never hold. Storages get
+/// their buffer lazily, so without this a request is refused only at first
+/// use; CUDA refuses it at allocation. New outputs of ops are checked too,
+/// before their program runs: a program that fails for memory would leave
+/// the tensors it updates in place holding its error.
+pub fn check_capacity(nbytes: usize, device_index: i32) -> Result<()> {
+    let oom = |detail: String| {
+        Err(EngineError::new(
+            ErrorKind::OutOfMemory,
+            format!(
+                "tpu out of memory: tried to allocate {} on tpu:{device_index}, {detail}; use smaller \
+                 tensors or batches",
+                bytes(nbytes as u64)
+            ),
+        ))
+    };
+    if let Some(limit) = crate::storage::MEMORY.limit(device_index) {
+        let held = crate::storage::MEMORY.get(device_index).0.max(0) as u64;
+        if held + nbytes as u64 > limit as u64 {
+            return oom(format!(
+                "with {} already allocated and this process limited to {} by \
+                 torch.tpu.set_per_process_memory_fraction",
+                bytes(held),
+                bytes(limit as u64)
+            ));
+        }
+    }
+    let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity) else { return Ok(()) };
+    if nbytes as u64 <= total {
+        return Ok(());
+    }
+    oom(format!("more than the device's {} in total", bytes(total)))
+}
+
+/// A byte count as people read it: "1.50 GiB", "3.00 MiB", "4.00 KiB", "12 bytes".
+fn bytes(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    match UNITS.iter().find(|(size, _)| n >= *size) {
+        Some((size, unit)) => format!("{:.2} {unit}", n as f64 / *size as f64),
+        None => format!("{n} bytes"),
+    }
 }

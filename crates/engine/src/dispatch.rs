@@ -204,7 +204,7 @@ fn share_buffer_copy(call: &Call) -> Option<Vec<RetValue>> {
     Some(vec![RetValue::Alias(0)])
 }
 
-fn with_context(call: &Call, e: EngineError) -> EngineError {
+pub(crate) fn with_context(call: &Call, e: EngineError) -> EngineError {
     if e.message.starts_with(call.op) || e.message.contains(call.op) {
         return e;
     }

@@ -176,55 +176,14 @@ pub extern "C" fn tpu_engine_last_error() -> *const c_char {
 
 #[no_mangle]
 pub extern "C" fn tpu_engine_device_count() -> i32 {
-    catch_unwind(|| engine().map(|e| e.devices.len() as i32).unwrap_or(0)).unwrap_or(0)
-}
-
-/// Refuses a storage of `nbytes` the device can never hold. Storages get
-/// their buffer lazily, so without this a request is refused only at first
-/// use; CUDA refuses it at allocation.
-fn check_capacity(nbytes: usize, device_index: i32) -> Result<()> {
-    let oom = |detail: String| {
-        Err(EngineError::new(
-            ErrorKind::OutOfMemory,
-            format!(
-                "tpu out of memory: tried to allocate {} on tpu:{device_index}, {detail}; use smaller \
-                 tensors or batches",
-                bytes(nbytes as u64)
-            ),
-        ))
-    };
-    if let Some(limit) = crate::storage::MEMORY.limit(device_index) {
-        let held = crate::storage::MEMORY.get(device_index).0.max(0) as u64;
-        if held + nbytes as u64 > limit as u64 {
-            return oom(format!(
-                "with {} already allocated and this process limited to {} by \
-                 torch.tpu.set_per_process_memory_fraction",
-                bytes(held),
-                bytes(limit as u64)
-            ));
-        }
-    }
-    let Some(total) = crate::runtime::engine().ok().and_then(|e| e.capacity) else { return Ok(()) };
-    if nbytes as u64 <= total {
-        return Ok(());
-    }
-    oom(format!("more than the device's {} in total", bytes(total)))
-}
-
-/// A byte count as people read it: "1.50 GiB", "3.00 MiB", "4.00 KiB", "12 bytes".
-fn bytes(n: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    match UNITS.iter().find(|(size, _)| n >= *size) {
-        Some((size, unit)) => format!("{:.2} {unit}", n as f64 / *size as f64),
-        None => format!("{n} bytes"),
-    }
+    catch_unwind(|| crate::runtime::device_count() as i32).unwrap_or(0)
 }
 
 /// A new storage of `nbytes` in `*out`.
 #[no_mangle]
 pub unsafe extern "C" fn tpu_engine_storage_new(nbytes: usize, device_index: i32, out: *mut *mut c_void) -> i32 {
     guarded(|| {
-        check_capacity(nbytes, device_index)?;
+        crate::device_memory::check_capacity(nbytes, device_index)?;
         *out = Storage::new(nbytes, device_index).into_handle();
         Ok(())
     })
@@ -255,7 +214,7 @@ pub extern "C" fn tpu_engine_is_pinned(p: *const c_void) -> i32 {
 pub unsafe extern "C" fn tpu_engine_storage_resize(storage: *mut c_void, new_nbytes: usize, out: *mut *mut c_void) -> i32 {
     guarded(|| {
         let old = Storage::from_handle(storage);
-        check_capacity(new_nbytes, old.device)?;
+        crate::device_memory::check_capacity(new_nbytes, old.device)?;
         let new = Storage::new(new_nbytes, old.device);
         let st = old.state();
         if st.buffer.is_some() && old.nbytes > 0 {
