@@ -176,6 +176,22 @@ def test_loop_without_syncs_is_cut_every_period(fused):
     assert programs[-4:] == [programs[-1]] * 4, programs  # steady state: no new program
 
 
+def test_a_loop_that_reads_no_buffer_is_cut_early_too(fused):
+    """`x = x * a + b` reads no weight, but is a loop all the same: it is cut
+    after two copies of its body rather than at the size bound (XLA's
+    compile time grows faster than linearly with such a chain: 75 s for the
+    3000 ops of the bound)."""
+    before = torch_tpu_rs.metrics()
+    x, x_cpu = torch.ones(4, device="tpu"), torch.ones(4)
+    for _ in range(3000):
+        x, x_cpu = x * 0.5 + 0.25, x_cpu * 0.5 + 0.25
+    torch.testing.assert_close(x.cpu(), x_cpu)
+    after = torch_tpu_rs.metrics()
+    reasons = {k: v - before["flush_reasons"].get(k, 0) for k, v in after["flush_reasons"].items()}
+    assert reasons.get("repeating loop body") == 1 and not reasons.get("graph size bound"), reasons
+    assert after["compiles"] + after["cache_hits_disk"] - before["compiles"] - before["cache_hits_disk"] <= 4
+
+
 def test_env_var_selects_fused():
     code = "import torch_tpu_rs; print(torch_tpu_rs.get_eager_mode())"
     env = {k: v for k, v in os.environ.items() if k != "TPU_LAUNCH_BLOCKING"}

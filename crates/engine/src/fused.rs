@@ -409,8 +409,8 @@ fn maybe_flush_at_boundary(engine: &Engine, device: i32) -> Result<()> {
 }
 
 /// The op names of one loop body, if the tail of `device`'s graph of `len`
-/// ops is two copies of it that read the same buffers, at least one
-/// (checked every LOOP_CHECK_EVERY ops).
+/// ops is two copies of it that read the same buffers (checked every
+/// LOOP_CHECK_EVERY ops).
 fn loop_body(device: i32, len: usize) -> Option<Vec<String>> {
     if len < 2 * MIN_REPEAT_OPS || len % LOOP_CHECK_EVERY != 0 || EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
@@ -419,10 +419,13 @@ fn loop_body(device: i32, len: usize) -> Option<Vec<String>> {
     let g = g.get(&device)?;
     let sigs: Vec<(&str, &[u64])> = g.ops.iter().zip(&g.buffer_reads).map(|(o, r)| (o.as_str(), r.as_slice())).collect();
     let p = crate::step_period::tail_period(&sigs, MIN_REPEAT_OPS)?;
-    // A body that reads no buffer is no loop over a model: an optimizer
-    // filling the zeros of its first step's state repeats `zero_` alike.
+    // A run of one op that reads no buffer is no loop: an optimizer filling
+    // the zeros of its first step's state repeats `zero_` alike. (A loop
+    // that reads none, `x = x * a + b`, must still be cut early: XLA's
+    // compile time grows faster than linearly with such a chain.)
+    let body = &g.ops[len - p..];
     let reads_weights = g.buffer_reads[len - p..].iter().any(|r| !r.is_empty());
-    reads_weights.then(|| g.ops[len - p..].to_vec())
+    (reads_weights || body.iter().any(|op| op != &body[0])).then(|| body.to_vec())
 }
 
 /// Whether ops are waiting in any device's graph.
