@@ -69,8 +69,16 @@ fn over_mapping_budget() -> bool {
     maps.iter().filter(|&&b| b == b'\n').count() > mapping_budget()
 }
 
-/// FNV-1a: fast for the short keys used here.
-struct Fnv(u64);
+/// FNV-1a: fast for the short keys used here, and the same in every
+/// process (`Fnv::new()`).
+pub(crate) struct Fnv(u64);
+
+impl Fnv {
+    pub(crate) fn new() -> Fnv {
+        Fnv(0xcbf29ce484222325)
+    }
+}
+
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {
         self.0
@@ -84,7 +92,7 @@ impl Hasher for Fnv {
 }
 
 pub fn hash_key(op: &str, sig: &[i64]) -> u64 {
-    let mut h = Fnv(0xcbf29ce484222325);
+    let mut h = Fnv::new();
     op.hash(&mut h);
     sig.hash(&mut h);
     h.finish()

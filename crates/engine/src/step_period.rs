@@ -23,9 +23,9 @@ pub fn tail_period<T: Hash + Eq>(ops: &[T], min: usize) -> Option<usize> {
     // never a wrong answer.
     const BASE: u64 = 0x100_0000_01b3;
     let item = |x: &T| -> u64 {
-        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        let mut h = crate::cache::Fnv::new();
         x.hash(&mut h);
-        h.0 | 1
+        h.finish() | 1
     };
     let mut prefix = Vec::with_capacity(n + 1);
     let mut pow = Vec::with_capacity(n + 1);
@@ -42,20 +42,6 @@ pub fn tail_period<T: Hash + Eq>(ops: &[T], min: usize) -> Option<usize> {
         range(n - p, n) == range(n - 2 * p, n - p)
             && ops[n - p..].iter().zip(&ops[n - 2 * p..n - p]).all(|(a, b)| a == b)
     })
-}
-
-/// FNV-1a, a fixed hash: the same items hash alike in every process.
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
 }
 
 #[cfg(test)]
