@@ -152,6 +152,28 @@ BAD_VALUES = {
         lambda d: torch.div(torch.tensor([7, 1], device=d), torch.tensor([1, 0], device=d), rounding_mode="trunc"),
         "ZeroDivisionError",
     ),
+    # Parameters of random draws, and numbers that have no integer value (they
+    # computed silently: NaN into int64 wrote INT64_MIN).
+    "normal with a negative std": (
+        lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, -1.0, 1.0], device=d)),
+        "normal expects all elements of std >= 0.0",
+    ),
+    "normal with a negative float std": (
+        lambda d: torch.normal(torch.zeros(3, device=d), -1.0), "normal expects std >= 0.0, but found std -1"),
+    "bernoulli with p above 1": (
+        lambda d: torch.bernoulli(torch.full((3,), 1.5, device=d)), "Expected p_in >= 0 && p_in <= 1"),
+    "bernoulli_ with a NaN p tensor": (
+        lambda d: torch.zeros(3, device=d).bernoulli_(torch.tensor([0.5, float("nan"), 0.5], device=d)),
+        "Expected p_in >= 0 && p_in <= 1",
+    ),
+    "full(nan) as int64": (
+        lambda d: torch.full((2,), float("nan"), dtype=torch.long, device=d),
+        "value cannot be converted to type int64_t without overflow",
+    ),
+    "index_fill_(inf) into int32": (
+        lambda d: torch.zeros(3, dtype=torch.int32, device=d).index_fill_(0, torch.tensor([0], device=d), float("inf")),
+        "value cannot be converted to type int without overflow",
+    ),
 }
 
 
@@ -212,6 +234,9 @@ SINGULAR = {
     "solve_ex": lambda d: torch.linalg.solve_ex(torch.zeros(2, 2, device=d), torch.ones(2, device=d), check_errors=True),
     "inv_ex": lambda d: torch.linalg.inv_ex(torch.zeros(2, 2, device=d), check_errors=True),
     "cholesky_ex": lambda d: torch.linalg.cholesky_ex(-torch.eye(2, device=d), check_errors=True),
+    # NaN input: LAPACK fails where Jacobi sweeps returned NaN.
+    "svd of NaN": lambda d: torch.linalg.svd(torch.full((3, 3), float("nan"), device=d)),
+    "pinv of NaN": lambda d: torch.linalg.pinv(torch.tensor([[1.0, float("nan")], [0.0, 1.0]], device=d)),
 }
 
 
@@ -241,3 +266,36 @@ def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
     dense = torch.nn.Embedding(10, 3).to("tpu")
     dense(torch.tensor([1, 2], device="tpu")).sum().backward()
     assert dense.weight.grad.cpu()[1:3].eq(1).all()
+
+
+@pytest.mark.parametrize("case", ["copy_", "add", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
+                                  "index_select_float_index", "masked_scatter_short_source"])
+def test_messages_read_like_the_cpus(case):
+    """Errors the lowering raises say what PyTorch's CPU kernels say, in
+    PyTorch's terms (no StableHLO types, no internal op names), and raise
+    the same exception type."""
+    make = {
+        "copy_": lambda d: torch.ones(3, 4, device=d).copy_(torch.ones(4, 5, device=d)),
+        "add": lambda d: torch.ones(3, 4, device=d) + torch.ones(4, 5, device=d),
+        "solve_triangular": lambda d: torch.linalg.solve_triangular(torch.eye(3, device=d), torch.ones(4, 1, device=d),
+                                                                     upper=True),
+        "solve_triangular_right": lambda d: torch.linalg.solve_triangular(
+            torch.eye(3, device=d), torch.ones(4, 2, device=d), upper=True, left=False),
+        "mode_empty": lambda d: torch.mode(torch.empty(0, device=d)),
+        "unique_dim": lambda d: torch.unique(torch.ones(3, 4, device=d), dim=3),
+        "index_select_float_index": lambda d: torch.index_select(torch.ones(5, 3, device=d), 0,
+                                                                 torch.tensor([1.0], device=d)),
+        "masked_scatter_short_source": lambda d: torch.zeros(3, 4, device=d).masked_scatter_(
+            torch.ones(3, 4, dtype=torch.bool, device=d), torch.ones(3, device=d)),
+    }[case]
+    with pytest.raises(Exception) as cpu:
+        make("cpu")
+    with pytest.raises(Exception) as tpu:
+        make("tpu")
+        torch.tpu.synchronize()
+    assert type(tpu.value) is type(cpu.value)
+    cpu_message = str(cpu.value).splitlines()[0]
+    assert cpu_message in str(tpu.value)
+    for jargon in ("stablehlo", "tensor<", "#size"):
+        assert jargon not in str(tpu.value)
+    device_still_works()

@@ -208,11 +208,22 @@ pub(crate) fn with_context(call: &Call, e: EngineError) -> EngineError {
     if e.message.starts_with(call.op) || e.message.contains(call.op) {
         return e;
     }
-    EngineError { message: format!("{}: {} (inputs: {})", call.op, e.message, call.describe()), ..e }
+    let inputs = call.describe();
+    let message = if inputs.is_empty() {
+        format!("{}: {}", call.op, e.message)
+    } else {
+        format!("{}: {} (inputs: {inputs})", call.op, e.message)
+    };
+    EngineError { message, ..e }
 }
 
 /// Runs an op's `size` lowering and reads the count back (a host sync).
 fn data_dependent_size(engine: &Engine, call: &Call, entry: &lowering::OpEntry, size: lowering::table::LowerFn) -> Result<i64> {
+    // Errors name the op as users know it, not its internal size program.
+    count_of(engine, call, entry, size).map_err(|e| EngineError { message: e.message.replace("#size", ""), ..e })
+}
+
+fn count_of(engine: &Engine, call: &Call, entry: &lowering::OpEntry, size: lowering::table::LowerFn) -> Result<i64> {
     let op = format!("{}#size", call.op);
     // The count reads the inputs only: out= arguments are left out.
     let args = call

@@ -244,6 +244,19 @@ fn linalg_solve_triangular(lx: &mut Lower, args: &Args) -> R {
     let (a, b) = (args.tensor(0)?, args.tensor(1)?);
     square(lx, a, "A")?;
     let (upper, left, unit) = (args.bool_or(2, false)?, args.bool_or(3, true)?, args.bool_or(4, false)?);
+    let n = a.shape[a.shape.len() - 1];
+    let (br, bc) = match b.shape.len() {
+        0 | 1 => (-1, -1),
+        r => (b.shape[r - 2], b.shape[r - 1]),
+    };
+    if (if left { br } else { bc }) != n {
+        crate::bail!(
+            Runtime,
+            "linalg.solve_triangular: Incompatible shapes of A and B for the equation {} ({n}x{n} and {})",
+            if left { "AX = B" } else { "XA = B" },
+            b.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+        );
+    }
     let (av, bv) = bcast_batch(lx, a, b)?;
     Ok(vec![lx.b.triangular_solve(av, bv, left, !upper, unit, Transpose::No)?])
 }

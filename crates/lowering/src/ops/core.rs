@@ -36,6 +36,23 @@ fn zero(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 fn copy(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let dst = args.tensor(0)?;
     let src = args.operand(1)?;
+    // src must broadcast to self's shape: PyTorch's message names the last
+    // dimension (it checks from the right) where it does not.
+    let rank = dst.shape.len().max(src.shape.len());
+    let dim_of = |s: &[i64], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
+    if let Some(bad) = (0..rank).rfind(|&i| {
+        let (d, s) = (dim_of(&dst.shape, i), dim_of(&src.shape, i));
+        s != d && s != 1
+    }) {
+        crate::bail!(
+            Runtime,
+            "{}: The size of tensor a ({}) must match the size of tensor b ({}) at non-singleton dimension {}",
+            lx.op,
+            dim_of(&dst.shape, bad),
+            dim_of(&src.shape, bad),
+            bad
+        );
+    }
     let v = lx.cast(src.value, dst.dtype)?;
     Ok(vec![lx.expand(v, &dst.shape)?])
 }

@@ -144,11 +144,11 @@ pub(crate) fn broadcast_shape(lx: &Lower, ops: &[&Operand]) -> Result<Vec<i64>> 
     let mut shape: Vec<i64> = vec![];
     for o in ops {
         shape = lx.b.broadcast_shapes(&shape, &o.shape).map_err(|_| {
-            // Find the first mismatching dimension, counted from the right.
+            // The last mismatching dimension: PyTorch checks from the right.
             let rank = shape.len().max(o.shape.len());
             let dim_of = |s: &[i64], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
             let bad = (0..rank)
-                .find(|&i| {
+                .rfind(|&i| {
                     let (x, y) = (dim_of(&shape, i), dim_of(&o.shape, i));
                     x != y && x != 1 && y != 1
                 })
@@ -262,8 +262,9 @@ pub(crate) fn check_fill_value(op: &str, value: DType, target: DType) -> Result<
 /// to the tensor's dtype, with the CPU's overflow check (c10's
 /// `checked_convert`): a value outside the target's range raises "value
 /// cannot be converted to type uint8_t without overflow" instead of
-/// wrapping (300 into uint8 was 44). Unsigned targets accept down to
-/// -max, which wraps (-1 is 255); float targets accept infinities and NaN.
+/// wrapping (300 into uint8 was 44) or writing INT64_MIN for NaN. Unsigned
+/// targets accept down to -max, which wraps (-1 is 255); float targets
+/// accept infinities and NaN.
 pub(crate) fn checked_fill_value(lx: &mut Lower, v: &crate::args::Operand, target: DType) -> Result<Value> {
     check_fill_value(lx.op, v.dtype, target)?;
     let limits: Option<(f64, f64)> = match target {
@@ -271,6 +272,7 @@ pub(crate) fn checked_fill_value(lx: &mut Lower, v: &crate::args::Operand, targe
         DType::I8 => Some((i8::MIN as f64, i8::MAX as f64)),
         DType::I16 => Some((i16::MIN as f64, i16::MAX as f64)),
         DType::I32 => Some((i32::MIN as f64, i32::MAX as f64)),
+        DType::I64 => Some((i64::MIN as f64, i64::MAX as f64)),
         DType::F16 => Some((-65504.0, 65504.0)),
         DType::BF16 => Some((-3.3895313892515355e38, 3.3895313892515355e38)),
         DType::F32 => Some((f32::MIN as f64, f32::MAX as f64)),
@@ -295,6 +297,10 @@ pub(crate) fn checked_fill_value(lx: &mut Lower, v: &crate::args::Operand, targe
         if target.is_float() {
             let fin = lx.b.is_finite(x)?;
             bad = lx.b.and(bad, fin)?;
+        } else {
+            // NaN compares false with both limits, and has no integer value.
+            let nan = lx.b.compare(x, x, CompareDir::Ne)?;
+            bad = lx.b.or(bad, nan)?;
         }
         let bad = crate::ops::indexing::any(lx, bad)?;
         let name = match target {
@@ -302,6 +308,7 @@ pub(crate) fn checked_fill_value(lx: &mut Lower, v: &crate::args::Operand, targe
             DType::I8 => "int8_t",
             DType::I16 => "int16_t",
             DType::I32 => "int",
+            DType::I64 => "int64_t",
             DType::F16 => "c10::Half",
             DType::BF16 => "c10::BFloat16",
             _ => "float",

@@ -144,6 +144,9 @@ pub(super) fn take_rows(lx: &mut Lower, v: Value, idx: Value, d: usize) -> Resul
 fn index_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?;
     let index = args.tensor(2)?;
+    if !matches!(index.dtype, DType::I32 | DType::I64) {
+        bail!(Runtime, "{}: index_select(): Expected dtype int32 or int64 for index", lx.op);
+    }
     if index.shape.len() > 1 {
         bail!(
             Index,

@@ -244,6 +244,17 @@ fn normal_tensors(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
         ),
     };
     need_float(lx, "normal", dtype)?;
+    match args.get(1) {
+        crate::args::Arg::Float(x) if *x < 0.0 => bail!(Runtime, "{}: normal expects std >= 0.0, but found std {x}", lx.op),
+        crate::args::Arg::Float(_) => {}
+        _ => {
+            // Checked on the device, as the CPU checks every element.
+            let zero = lx.full_like(std.value, 0.0)?;
+            let negative = lx.b.compare(std.value, zero, CompareDir::Lt)?;
+            let bad = crate::ops::indexing::any(lx, negative)?;
+            lx.check_runtime(bad, format!("{}: normal expects all elements of std >= 0.0", lx.op));
+        }
+    }
     let shape = lx.b.broadcast_shapes(&mean.shape, &std.shape)?;
     let ct = compute_type(dtype);
     let z = standard_normal(lx, &shape, dtype)?;
@@ -362,6 +373,16 @@ fn bernoulli(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             lx.cast(t.value, ct)?
         }
     };
+    if !matches!(args.get(1), crate::args::Arg::Float(_)) {
+        // A probability tensor must hold probabilities (NaN is not one).
+        let (lo, hi) = (lx.full_like(p, 0.0)?, lx.full_like(p, 1.0)?);
+        let ge = lx.b.compare(p, lo, CompareDir::Ge)?;
+        let le = lx.b.compare(p, hi, CompareDir::Le)?;
+        let ok = lx.b.and(ge, le)?;
+        let bad = lx.b.not(ok)?;
+        let bad = crate::ops::indexing::any(lx, bad)?;
+        lx.check_runtime(bad, format!("{}: Expected p_in >= 0 && p_in <= 1 to be true, but got false.", lx.op));
+    }
     let u = uniforms(lx, &t.shape, 1, ct)?;
     let hit = lx.b.compare(u, p, CompareDir::Lt)?;
     Ok(vec![lx.cast(hit, t.dtype)?])

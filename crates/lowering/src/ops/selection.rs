@@ -265,6 +265,9 @@ fn mode(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let t = args.tensor(0)?.clone();
     let (rank, dim) = rank_dim(lx, args, 1, -1)?;
     let keepdim = args.bool_or(2, false)?;
+    if rank > 0 && t.shape[dim] == 0 {
+        crate::bail!(Index, "mode(): Expected reduction dim {dim} to have non-zero size.");
+    }
     let (m, outer) = rows(lx, t.value, dim)?;
     let s = lx.shape(m);
     let (bsz, n) = (s[0], s[1]);

@@ -459,7 +459,7 @@ pub(super) fn masked_scatter(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> 
     let (ranks, count) = mask_ranks(lx, mflat, s)?;
     let have = lx.b.constant_i64(DType::I64, s);
     let bad = lx.b.compare(count, have, CompareDir::Gt)?;
-    lx.check(
+    lx.check_runtime(
         bad,
         format!(
             "{}: masked_scatter_: Number of elements of source < number of ones in mask",

@@ -92,6 +92,11 @@ pub(super) fn svd_tall(b: &mut Builder, a: Value, full: bool, compute_uv: bool) 
 pub(super) fn linalg_svd(lx: &mut Lower, args: &Args) -> R {
     let a = args.tensor(0)?;
     super::check_matrix(lx, a, "A")?;
+    super::check_no_nan(
+        lx,
+        a,
+        "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values.",
+    )?;
     let full = args.bool_or(1, false)?;
     let compute_uv = args.bool_or(2, true)?;
     let r = a.shape.len();
