@@ -6,14 +6,17 @@ with a key/value cache.
 
 The model first trains briefly on arithmetic sequences (as train_llama.py),
 so its generations can be checked: each request gives it the start of a
-sequence and counts how many generated tokens continue it correctly. Prints a
+sequence (of a random length, up to --prompt-len) and counts how many
+generated tokens continue it correctly. Prints a
 progress bar with tokens/s, then a summary: accuracy, decode throughput,
 latency of the first request (which compiles) and of the later ones (median),
 and the compiles of each request.
 
 The cache is allocated once at full length (`KVCache`), so every decode step
 has the same shapes: in Fused Eager each step runs one program, the same for
-every step and request, and under `--compile` a replayed one.
+every step and request, and under `--compile` a replayed one. Prompts are
+padded to a power of two (on the host), so a new prompt length compiles
+only when it opens a new bucket.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=12)
     p.add_argument("--batch", type=int, default=4, help="sequences per request")
-    p.add_argument("--prompt-len", type=int, default=16)
+    p.add_argument("--prompt-len", type=int, default=16, help="longest prompt (each request draws from half that up)")
     p.add_argument("--new-tokens", type=int, default=48)
     p.add_argument("--train-steps", type=int, default=200)
     p.add_argument("--dim", type=int, default=64)
@@ -82,11 +85,14 @@ def main() -> None:
     latencies, compiles = [], []
     bar = tqdm(range(args.requests), desc="serve", unit="req")
     for i in bar:
-        seqs = arithmetic_sequences(gen, args.batch, args.prompt_len + args.new_tokens, cfg.vocab_size)
+        # Prompts of varying length, as requests come: generate() pads each
+        # to a power of two, so lengths share programs by bucket.
+        length = int(torch.randint(max(1, args.prompt_len // 2), args.prompt_len + 1, (), generator=gen))
+        seqs = arithmetic_sequences(gen, args.batch, length + args.new_tokens, cfg.vocab_size)
         t0 = time.perf_counter()
-        out = model.generate(seqs[:, :args.prompt_len].to(args.device), args.new_tokens, cache=cache).cpu()
+        out = model.generate(seqs[:, :length], args.new_tokens, cache=cache).cpu()
         latencies.append(time.perf_counter() - t0)
-        correct += int((out == seqs[:, args.prompt_len:]).sum())
+        correct += int((out == seqs[:, length:]).sum())
         total += out.numel()
         compiles.append(torch_tpu_rs.metrics()["compiles"] - before["compiles"] - sum(compiles))
         bar.set_postfix(acc=f"{correct / total:.3f}", tok_s=f"{args.batch * args.new_tokens / latencies[-1]:,.0f}")

@@ -99,6 +99,30 @@ def test_strict_decode_steps_compile_nothing_new(models):
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_prompt_lengths_in_one_bucket_share_programs(models, mode):
+    """A prompt is padded to the next power of two for its forward pass:
+    lengths 9 to 16 run the same programs, and the tokens do not change."""
+    cpu, tpu = models
+    torch_tpu_rs.set_eager_mode(mode)
+    cache = KVCache(CFG, 2, max_len=40, device="tpu")
+    # Fused Eager settles after a few lengths: the first request fills a
+    # fresh cache, then view offsets (where the prompt ends) become program
+    # arguments once a graph compiles again for them alone.
+    for warm in range(9, 13):
+        tpu.generate(prompt(2, warm, seed=warm), 6, cache=cache).cpu()
+    programs = counts()[0]
+    for length in range(13, 17):
+        tokens = prompt(2, length, seed=length)  # on the host: padded there
+        out = tpu.generate(tokens, 6, cache=cache)
+        assert out.device.type == "tpu"
+        assert torch.equal(out.cpu(), cpu.generate(tokens, 6)), length
+    assert counts()[0] == programs
+    # Unpadded, the same tokens.
+    tokens = prompt(2, 13, seed=13)
+    assert torch.equal(tpu.generate(tokens, 6, cache=cache, bucket_prompt=False).cpu(), cpu.generate(tokens, 6))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_sampling_is_reproducible_under_manual_seed(models, mode):
     _, tpu = models
     torch_tpu_rs.set_eager_mode(mode)

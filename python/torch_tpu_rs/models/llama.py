@@ -164,26 +164,43 @@ class Llama(nn.Module):
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, cache: "KVCache | None" = None,
-                 temperature: float = 0.0, generator: torch.Generator | None = None) -> torch.Tensor:
-        """The `max_new_tokens` tokens that follow `prompt` ([batch, seq]):
-        greedy, or sampled at `temperature`. Tokens stay on the device; the
-        loop never waits for the host."""
+                 temperature: float = 0.0, generator: torch.Generator | None = None,
+                 bucket_prompt: bool = True) -> torch.Tensor:
+        """The `max_new_tokens` tokens that follow `prompt` ([batch, seq], on
+        the model's device or the CPU), on the model's device: greedy, or
+        sampled at `temperature`. The loop never waits for the host.
+
+        With `bucket_prompt`, the prompt is padded to the next power of two
+        (at most the cache's length) for its forward pass, so prompts of 9
+        to 16 tokens share one program: a new prompt length compiles at most
+        once per bucket. The padding writes cache slots from the prompt's
+        end on, which each decode step overwrites before any position reads
+        it (a query at position p sees slots up to p)."""
         b, s = prompt.shape
         if cache is None:
-            cache = KVCache(self.cfg, b, device=prompt.device, dtype=self.embed.weight.dtype)
+            cache = KVCache(self.cfg, b, device=self.embed.weight.device, dtype=self.embed.weight.dtype)
         if s + max_new_tokens > cache.max_len:
             raise ValueError(
                 f"generate: a prompt of {s} tokens plus {max_new_tokens} new ones needs {s + max_new_tokens} "
                 f"cache positions, but the cache holds {cache.max_len}; pass a longer KVCache(max_len=...)"
             )
-        pos = torch.arange(s, device=prompt.device)
-        logits = self(prompt, cache, pos)[:, -1]
+        padded = min(1 << (s - 1).bit_length(), cache.max_len) if bucket_prompt else s
+        if padded > s:
+            prompt = F.pad(prompt, (0, padded - s))
+        # A prompt may come from the host: padded there, the device sees one
+        # shape per bucket (in Fused Eager, padding on the device would make
+        # the prompt's graph start from its exact length).
+        device = self.embed.weight.device
+        prompt = prompt.to(device)
+        pos = torch.arange(padded, device=device)
+        logits = self(prompt, cache, pos)[:, s - 1]
+        pos = pos[s - 1:s]
         out = []
         for i in range(max_new_tokens):
             if i:
                 logits = self(out[-1], cache, pos)[:, -1]
             out.append(_pick(logits, temperature, generator))
-            pos = pos[-1:] + 1
+            pos = pos + 1
         return torch.cat(out, dim=1)
 
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:
