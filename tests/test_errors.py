@@ -158,6 +158,14 @@ BAD_VALUES = {
         lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, -1.0, 1.0], device=d)),
         "normal expects all elements of std >= 0.0",
     ),
+    "normal with a NaN std": (
+        lambda d: torch.normal(torch.zeros(2, device=d), torch.tensor([1.0, float("nan")], device=d)),
+        "normal expects all elements of std >= 0.0",
+    ),
+    "fill_(2**63) into int64": (
+        lambda d: torch.zeros(2, dtype=torch.long, device=d).fill_(2.0**63),
+        "value cannot be converted to type int64_t without overflow",
+    ),
     "normal with a negative float std": (
         lambda d: torch.normal(torch.zeros(3, device=d), -1.0), "normal expects std >= 0.0, but found std -1"),
     "bernoulli with p above 1": (
@@ -268,7 +276,7 @@ def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
     assert dense.weight.grad.cpu()[1:3].eq(1).all()
 
 
-@pytest.mark.parametrize("case", ["copy_", "add", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
+@pytest.mark.parametrize("case", ["copy_", "add", "copy_into_smaller", "solve_triangular_vector", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
                                   "index_select_float_index", "masked_scatter_short_source"])
 def test_messages_read_like_the_cpus(case):
     """Errors the lowering raises say what PyTorch's CPU kernels say, in
@@ -277,6 +285,9 @@ def test_messages_read_like_the_cpus(case):
     make = {
         "copy_": lambda d: torch.ones(3, 4, device=d).copy_(torch.ones(4, 5, device=d)),
         "add": lambda d: torch.ones(3, 4, device=d) + torch.ones(4, 5, device=d),
+        "copy_into_smaller": lambda d: torch.zeros(1, 3, device=d).copy_(torch.zeros(2, 3, device=d)),
+        "solve_triangular_vector": lambda d: torch.linalg.solve_triangular(torch.eye(3, device=d),
+                                                                            torch.ones(3, device=d), upper=True),
         "solve_triangular": lambda d: torch.linalg.solve_triangular(torch.eye(3, device=d), torch.ones(4, 1, device=d),
                                                                      upper=True),
         "solve_triangular_right": lambda d: torch.linalg.solve_triangular(

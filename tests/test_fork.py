@@ -29,6 +29,12 @@ def test_a_forked_child_raises_and_the_parent_keeps_working():
             code = 3
             try:
                 ok = torch.tpu._is_in_bad_fork() and torch.tpu.device_count() >= 1
+                for use in (lambda: torch.empty(4, device="tpu"), lambda: torch.ones(2).to("tpu"), lambda: x.cpu()):
+                    try:
+                        use()
+                        ok = False
+                    except RuntimeError as e:
+                        ok = ok and "forked subprocess" in str(e)
                 (x + 1).cpu()
             except RuntimeError as e:
                 code = 0 if ok and "forked subprocess" in str(e) and "'spawn'" in str(e) else 4

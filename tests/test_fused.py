@@ -176,6 +176,30 @@ def test_loop_without_syncs_is_cut_every_period(fused):
     assert programs[-4:] == [programs[-1]] * 4, programs  # steady state: no new program
 
 
+def test_training_without_a_sync_per_step_is_cut_per_step_not_per_layer(fused):
+    """Steps that never sync (and update the weights by hand, so no
+    optimizer step ends the graph) put step N+1's forward in the graph of
+    step N's update, where the weights are pending values. The loop found
+    there must be the whole step: the layers of a deep model look alike by
+    ops, but each touches its own weights, pending or not."""
+    torch.manual_seed(0)
+    model = Llama(LlamaConfig(n_layers=4)).to("tpu")
+    batch = torch.randint(0, 256, (2, 17)).to("tpu")
+    torch.tpu.synchronize()
+    before = torch_tpu_rs.metrics()["graph_flushes"]
+    steps = 5
+    for _ in range(steps):
+        loss = model.loss(batch)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 1e-3 * p.grad
+                p.grad = None
+    loss.item()
+    # One graph per step at most (plus the read): cut per layer, it was 4 a step.
+    assert torch_tpu_rs.metrics()["graph_flushes"] - before <= steps + 1
+
+
 def test_a_loop_that_reads_no_buffer_is_cut_early_too(fused):
     """`x = x * a + b` reads no weight, but is a loop all the same: it is cut
     after two copies of its body rather than at the size bound (XLA's

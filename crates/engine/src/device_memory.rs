@@ -55,6 +55,7 @@ pub fn free_and_total(engine: &crate::Engine, device_index: i32) -> Option<(u64,
 /// before their program runs: a program that fails for memory would leave
 /// the tensors it updates in place holding its error.
 pub fn check_capacity(nbytes: usize, device_index: i32) -> Result<()> {
+    crate::fork::refuse_in_child()?;
     let oom = |detail: String| {
         Err(EngineError::new(
             ErrorKind::OutOfMemory,

@@ -527,6 +527,7 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
 #[no_mangle]
 pub unsafe extern "C" fn tpu_engine_upload(dst: *const TpuTensor, src: *const c_void, nbytes: usize) -> i32 {
     guarded(|| {
+        crate::fork::refuse_in_child()?;
         let t = tensor_ref(&*dst, "aten::copy_ (cpu -> tpu)")?;
         let bytes = slice(src as *const u8, nbytes as i64);
         crate::transfer::upload(&t, bytes)
@@ -536,6 +537,7 @@ pub unsafe extern "C" fn tpu_engine_upload(dst: *const TpuTensor, src: *const c_
 #[no_mangle]
 pub unsafe extern "C" fn tpu_engine_download(src: *const TpuTensor, dst: *mut c_void, nbytes: usize) -> i32 {
     guarded(|| {
+        crate::fork::refuse_in_child()?;
         let t = tensor_ref(&*src, "aten::copy_ (tpu -> cpu)")?;
         let out = if dst.is_null() || nbytes == 0 {
             &mut []

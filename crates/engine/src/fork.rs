@@ -38,6 +38,15 @@ pub fn watch_forks() {
     });
 }
 
+/// An error in a forked child (checked where tpu work enters the engine,
+/// before any lock another thread of the parent may have held at the fork).
+pub fn refuse_in_child() -> crate::error::Result<()> {
+    if in_forked_child() {
+        return Err(crate::error::EngineError::runtime(MESSAGE));
+    }
+    Ok(())
+}
+
 /// Whether this process was forked from one whose engine had started.
 pub fn in_forked_child() -> bool {
     IN_FORKED_CHILD.load(Ordering::Relaxed)

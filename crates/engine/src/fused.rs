@@ -90,10 +90,15 @@ struct Graph {
     pending: HashMap<u64, Pending>,
     checks: Vec<(Value, String)>,
     ops: Vec<String>,
-    /// Per op, the storages it reads from their buffers (the model's
-    /// weights): a loop's steps read the same ones, while a model's layers,
-    /// whose ops look alike, each read their own.
-    buffer_reads: Vec<Vec<u64>>,
+    /// Storages this graph created: everything else it touches existed
+    /// before it (the model's weights, caches, inputs).
+    created: HashSet<u64>,
+    /// Per op, its name and the storages from before the graph it touches:
+    /// a loop's steps touch the same ones, while a model's layers, whose
+    /// ops look alike, each touch their own weights (pending or not).
+    loop_trace: crate::step_period::LoopTrace,
+    /// Per op, whether it touches any storage from before the graph.
+    touches_old: Vec<bool>,
     /// Its ops, shapes and offsets, to name why it compiles (graph_history.rs).
     key: crate::graph_history::GraphKey,
 }
@@ -224,7 +229,9 @@ pub fn record_op(engine: &Engine, call: &Call, entry: &lowering::OpEntry) -> Res
             pending: HashMap::new(),
             checks: Vec::new(),
             ops: Vec::new(),
-            buffer_reads: Vec::new(),
+            created: HashSet::new(),
+            loop_trace: Default::default(),
+            touches_old: Vec::new(),
             key: Default::default(),
         });
         record_into(engine, g, call, entry, device)?
@@ -290,13 +297,19 @@ fn record_inputs(
 
 fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::OpEntry, device: i32) -> Result<Vec<RetValue>> {
     let slots = collect_slots(call);
-    // (Not the fresh outputs PyTorch allocates for `.out` ops: no buffer yet.)
-    let from_buffers: Vec<u64> = slots
-        .storages
-        .iter()
-        .filter(|s| !g.pending.contains_key(&s.id) && s.state().buffer.is_some())
-        .map(|s| s.id)
-        .collect();
+    // Storages from before the graph, for the loop trace. A fresh output
+    // PyTorch allocated for an `.out` op (no value yet) is created here.
+    let mut old = Vec::new();
+    for st in &slots.storages {
+        if g.created.contains(&st.id) {
+            continue;
+        }
+        if g.pending.contains_key(&st.id) || g.captured.contains_key(&st.id) || st.state().buffer.is_some() {
+            old.push(st.id);
+        } else {
+            g.created.insert(st.id);
+        }
+    }
     let undo = Undo::of(g);
     let rec = match record_inputs(engine, g, call, &slots, entry, device) {
         Ok(rec) => rec,
@@ -306,7 +319,10 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
         }
     };
     g.ops.push(call.op.to_string());
-    g.buffer_reads.push(from_buffers);
+    let mut h = crate::cache::Fnv::new();
+    std::hash::Hash::hash(&(call.op, &old), &mut h);
+    g.loop_trace.push(std::hash::Hasher::finish(&h));
+    g.touches_old.push(!old.is_empty());
     g.key.add(call);
 
     let mut new_storage = |idx: usize| -> Result<NewTensor> {
@@ -318,6 +334,7 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
                 storage.pending.store(true, std::sync::atomic::Ordering::Relaxed);
                 let id = storage.id;
                 let handle = storage.into_handle();
+                g.created.insert(id);
                 g.order.push(id);
                 g.pending.insert(id, Pending { storage: handle as *const Storage, value: rec.results[idx], dtype: *dtype });
                 Ok(NewTensor {
@@ -409,22 +426,22 @@ fn maybe_flush_at_boundary(engine: &Engine, device: i32) -> Result<()> {
 }
 
 /// The op names of one loop body, if the tail of `device`'s graph of `len`
-/// ops is two copies of it that read the same buffers (checked every
-/// LOOP_CHECK_EVERY ops).
+/// ops is two copies of it that touch the same storages from before the
+/// graph (checked every LOOP_CHECK_EVERY ops).
 fn loop_body(device: i32, len: usize) -> Option<Vec<String>> {
     if len < 2 * MIN_REPEAT_OPS || len % LOOP_CHECK_EVERY != 0 || EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
     }
     let g = graphs();
     let g = g.get(&device)?;
-    let sigs: Vec<(&str, &[u64])> = g.ops.iter().zip(&g.buffer_reads).map(|(o, r)| (o.as_str(), r.as_slice())).collect();
-    let p = crate::step_period::tail_period(&sigs, MIN_REPEAT_OPS)?;
-    // A run of one op that reads no buffer is no loop: an optimizer filling
-    // the zeros of its first step's state repeats `zero_` alike. (A loop
-    // that reads none, `x = x * a + b`, must still be cut early: XLA's
-    // compile time grows faster than linearly with such a chain.)
+    let p = g.loop_trace.tail_period(MIN_REPEAT_OPS)?;
+    // A run of one op that touches nothing from before the graph is no loop:
+    // an optimizer filling the zeros of its first step's state repeats
+    // `zero_` alike. (A loop that reads no weight, `x = x * a + b`, must
+    // still be cut early: XLA's compile time grows faster than linearly
+    // with such a chain.)
     let body = &g.ops[len - p..];
-    let reads_weights = g.buffer_reads[len - p..].iter().any(|r| !r.is_empty());
+    let reads_weights = g.touches_old[len - p..].iter().any(|&t| t);
     (reads_weights || body.iter().any(|op| op != &body[0])).then(|| body.to_vec())
 }
 

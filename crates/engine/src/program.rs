@@ -602,8 +602,9 @@ fn push_new(b: &mut Builder, call: &Call, v: Value, outputs: &mut Vec<Output>, r
         Some(strides) => (b.transpose(v, &crate::layout::storage_order(&strides, &ty.shape))?, strides),
         None => (v, contiguous_strides(&ty.shape)),
     };
-    crate::device_memory::check_capacity(ty.numel().max(0) as usize * ty.dtype.size_bytes(), call.device())
-        .map_err(|e| crate::dispatch::with_context(call, e))?;
+    // (A size past usize counts as too large, not as a wrapped small one.)
+    let nbytes = (ty.numel().max(0) as usize).checked_mul(ty.dtype.size_bytes()).unwrap_or(usize::MAX);
+    crate::device_memory::check_capacity(nbytes, call.device()).map_err(|e| crate::dispatch::with_context(call, e))?;
     let flat = b.reshape(stored, &[ty.numel()])?;
     outputs.push(Output::New { dtype: ty.dtype, shape: ty.shape, strides });
     results.push(flat);

@@ -34,6 +34,8 @@ pub fn plugin_path() -> Option<PathBuf> {
 }
 
 fn start() -> std::result::Result<Engine, String> {
+    // First: a fork while the plugin starts must not leave a child waiting.
+    crate::fork::watch_forks();
     crate::host_heap::keep_freed_memory();
     let path = plugin_path().ok_or_else(|| {
         "torch_tpu_rs: no PJRT plugin found. Set TORCH_TPU_PJRT_PLUGIN to a PJRT plugin .so \
@@ -50,7 +52,6 @@ fn start() -> std::result::Result<Engine, String> {
         return Err(format!("torch_tpu_rs: the PJRT plugin {} reports no devices", path.display()));
     }
     let platform = client.platform_name();
-    crate::fork::watch_forks();
     Ok(Engine {
         capacity: crate::device_memory::capacity_bytes(&platform, &client, devices[0]),
         platform,

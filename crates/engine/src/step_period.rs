@@ -14,34 +14,62 @@ use std::hash::{Hash, Hasher};
 /// The smallest period `p >= min` such that the last `2p` items of `ops`
 /// are two equal halves, if any.
 pub fn tail_period<T: Hash + Eq>(ops: &[T], min: usize) -> Option<usize> {
-    let n = ops.len();
-    if min == 0 || n < 2 * min {
-        return None;
-    }
-    // Polynomial prefix hashes (mod 2^64) compare two ranges in O(1); a
-    // candidate is then confirmed item by item, so a collision costs time,
-    // never a wrong answer.
-    const BASE: u64 = 0x100_0000_01b3;
-    let item = |x: &T| -> u64 {
-        let mut h = crate::cache::Fnv::new();
-        x.hash(&mut h);
-        h.finish() | 1
-    };
-    let mut prefix = Vec::with_capacity(n + 1);
-    let mut pow = Vec::with_capacity(n + 1);
-    prefix.push(0u64);
-    pow.push(1u64);
+    let mut trace = LoopTrace::default();
     for op in ops {
-        let h = *prefix.last().unwrap_or(&0);
-        prefix.push(h.wrapping_mul(BASE).wrapping_add(item(op)));
-        let p = *pow.last().unwrap_or(&1);
-        pow.push(p.wrapping_mul(BASE));
+        let mut h = crate::cache::Fnv::new();
+        op.hash(&mut h);
+        trace.push(h.finish());
     }
-    let range = |a: usize, b: usize| prefix[b].wrapping_sub(prefix[a].wrapping_mul(pow[b - a]));
-    (min..=n / 2).find(|&p| {
-        range(n - p, n) == range(n - 2 * p, n - p)
-            && ops[n - p..].iter().zip(&ops[n - 2 * p..n - p]).all(|(a, b)| a == b)
-    })
+    trace.tail_period(min)
+}
+
+/// Items (by hash) of a sequence that grows one at a time, with polynomial
+/// prefix hashes (mod 2^64) kept as it grows: comparing two ranges is O(1),
+/// so a check for a period costs O(n) integer operations and no rehashing
+/// (Fused Eager checks every few ops of a growing graph). Two items are
+/// taken as equal when their 64-bit hashes are.
+#[derive(Default)]
+pub struct LoopTrace {
+    items: Vec<u64>,
+    prefix: Vec<u64>,
+    pow: Vec<u64>,
+}
+
+const BASE: u64 = 0x100_0000_01b3;
+
+impl LoopTrace {
+    pub fn push(&mut self, item: u64) {
+        if self.prefix.is_empty() {
+            self.prefix.push(0);
+            self.pow.push(1);
+        }
+        let (h, p) = (self.prefix[self.prefix.len() - 1], self.pow[self.pow.len() - 1]);
+        self.prefix.push(h.wrapping_mul(BASE).wrapping_add(item | 1));
+        self.pow.push(p.wrapping_mul(BASE));
+        self.items.push(item);
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The smallest period `p >= min` such that the last `2p` items are
+    /// two equal halves, if any (a prefix-hash match is confirmed item by
+    /// item, so a collision of range hashes costs time, not a wrong answer).
+    pub fn tail_period(&self, min: usize) -> Option<usize> {
+        let n = self.items.len();
+        if min == 0 || n < 2 * min {
+            return None;
+        }
+        let range = |a: usize, b: usize| self.prefix[b].wrapping_sub(self.prefix[a].wrapping_mul(self.pow[b - a]));
+        (min..=n / 2).find(|&p| {
+            range(n - p, n) == range(n - 2 * p, n - p) && self.items[n - p..] == self.items[n - 2 * p..n - p]
+        })
+    }
 }
 
 #[cfg(test)]

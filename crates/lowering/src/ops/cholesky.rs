@@ -244,11 +244,11 @@ fn linalg_solve_triangular(lx: &mut Lower, args: &Args) -> R {
     let (a, b) = (args.tensor(0)?, args.tensor(1)?);
     square(lx, a, "A")?;
     let (upper, left, unit) = (args.bool_or(2, false)?, args.bool_or(3, true)?, args.bool_or(4, false)?);
+    if b.shape.len() < 2 {
+        crate::bail!(Runtime, "linalg.solve_triangular: The input tensor B must have at least 2 dimensions.");
+    }
     let n = a.shape[a.shape.len() - 1];
-    let (br, bc) = match b.shape.len() {
-        0 | 1 => (-1, -1),
-        r => (b.shape[r - 2], b.shape[r - 1]),
-    };
+    let (br, bc) = (b.shape[b.shape.len() - 2], b.shape[b.shape.len() - 1]);
     if (if left { br } else { bc }) != n {
         crate::bail!(
             Runtime,

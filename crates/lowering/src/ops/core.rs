@@ -42,7 +42,7 @@ fn copy(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let dim_of = |s: &[i64], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
     if let Some(bad) = (0..rank).rfind(|&i| {
         let (d, s) = (dim_of(&dst.shape, i), dim_of(&src.shape, i));
-        s != d && s != 1
+        s != d && s != 1 && d != 1
     }) {
         crate::bail!(
             Runtime,
@@ -52,6 +52,19 @@ fn copy(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
             dim_of(&src.shape, bad),
             bad
         );
+    }
+    // They broadcast together, but not to self's shape (self [1, 3], src [2, 3]).
+    if src.shape.len() > dst.shape.len() || (0..rank).any(|i| dim_of(&src.shape, i) != 1 && dim_of(&dst.shape, i) == 1) {
+        let both: Vec<i64> = (0..rank).map(|i| dim_of(&dst.shape, i).max(dim_of(&src.shape, i))).collect();
+        if both != dst.shape {
+            crate::bail!(
+                Runtime,
+                "{}: output with shape {:?} doesn't match the broadcast shape {:?}",
+                lx.op,
+                dst.shape,
+                both
+            );
+        }
     }
     let v = lx.cast(src.value, dst.dtype)?;
     Ok(vec![lx.expand(v, &dst.shape)?])

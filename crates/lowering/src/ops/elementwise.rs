@@ -272,7 +272,8 @@ pub(crate) fn checked_fill_value(lx: &mut Lower, v: &crate::args::Operand, targe
         DType::I8 => Some((i8::MIN as f64, i8::MAX as f64)),
         DType::I16 => Some((i16::MIN as f64, i16::MAX as f64)),
         DType::I32 => Some((i32::MIN as f64, i32::MAX as f64)),
-        DType::I64 => Some((i64::MIN as f64, i64::MAX as f64)),
+        // 2^63 itself does not fit: the largest double below it is the bound.
+        DType::I64 => Some((i64::MIN as f64, 9223372036854774784.0)),
         DType::F16 => Some((-65504.0, 65504.0)),
         DType::BF16 => Some((-3.3895313892515355e38, 3.3895313892515355e38)),
         DType::F32 => Some((f32::MIN as f64, f32::MAX as f64)),

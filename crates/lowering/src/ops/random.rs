@@ -245,13 +245,15 @@ fn normal_tensors(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     };
     need_float(lx, "normal", dtype)?;
     match args.get(1) {
-        crate::args::Arg::Float(x) if *x < 0.0 => bail!(Runtime, "{}: normal expects std >= 0.0, but found std {x}", lx.op),
+        // (NaN is refused too: it is not >= 0.)
+        crate::args::Arg::Float(x) if !(*x >= 0.0) => bail!(Runtime, "{}: normal expects std >= 0.0, but found std {x}", lx.op),
         crate::args::Arg::Float(_) => {}
         _ => {
             // Checked on the device, as the CPU checks every element.
             let zero = lx.full_like(std.value, 0.0)?;
-            let negative = lx.b.compare(std.value, zero, CompareDir::Lt)?;
-            let bad = crate::ops::indexing::any(lx, negative)?;
+            let ok = lx.b.compare(std.value, zero, CompareDir::Ge)?;
+            let bad = lx.b.not(ok)?;
+            let bad = crate::ops::indexing::any(lx, bad)?;
             lx.check_runtime(bad, format!("{}: normal expects all elements of std >= 0.0", lx.op));
         }
     }
