@@ -10,7 +10,7 @@ use std::sync::Once;
 
 static IN_FORKED_CHILD: AtomicBool = AtomicBool::new(false);
 
-pub const MESSAGE: &str = "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, \
+const MESSAGE: &str = "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, \
      you must use the 'spawn' start method (multiprocessing.set_start_method('spawn'), or \
      DataLoader(..., multiprocessing_context='spawn'))";
 

@@ -68,9 +68,7 @@ fn start() -> std::result::Result<Engine, String> {
 /// reported the same way every time. In a process forked after the engine
 /// started, an error that says to use 'spawn' (`fork.rs`).
 pub fn engine() -> Result<&'static Engine> {
-    if crate::fork::in_forked_child() {
-        return Err(EngineError::runtime(crate::fork::MESSAGE));
-    }
+    crate::fork::refuse_in_child()?;
     match ENGINE.get_or_init(start) {
         Ok(e) => Ok(e),
         Err(msg) => Err(EngineError::runtime(msg.clone())),

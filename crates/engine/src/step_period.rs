@@ -49,17 +49,9 @@ impl LoopTrace {
         self.items.push(item);
     }
 
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     /// The smallest period `p >= min` such that the last `2p` items are
-    /// two equal halves, if any (a prefix-hash match is confirmed item by
-    /// item, so a collision of range hashes costs time, not a wrong answer).
+    /// two equal halves, if any (a match of range hashes is confirmed item
+    /// by item, so a collision between ranges costs time only).
     pub fn tail_period(&self, min: usize) -> Option<usize> {
         let n = self.items.len();
         if min == 0 || n < 2 * min {

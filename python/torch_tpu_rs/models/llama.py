@@ -177,8 +177,9 @@ class Llama(nn.Module):
         end on, which each decode step overwrites before any position reads
         it (a query at position p sees slots up to p)."""
         b, s = prompt.shape
+        device = self.embed.weight.device
         if cache is None:
-            cache = KVCache(self.cfg, b, device=self.embed.weight.device, dtype=self.embed.weight.dtype)
+            cache = KVCache(self.cfg, b, device=device, dtype=self.embed.weight.dtype)
         if s + max_new_tokens > cache.max_len:
             raise ValueError(
                 f"generate: a prompt of {s} tokens plus {max_new_tokens} new ones needs {s + max_new_tokens} "
@@ -190,7 +191,6 @@ class Llama(nn.Module):
         # A prompt may come from the host: padded there, the device sees one
         # shape per bucket (in Fused Eager, padding on the device would make
         # the prompt's graph start from its exact length).
-        device = self.embed.weight.device
         prompt = prompt.to(device)
         pos = torch.arange(padded, device=device)
         logits = self(prompt, cache, pos)[:, s - 1]

@@ -36,35 +36,13 @@ fn zero(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
 fn copy(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     let dst = args.tensor(0)?;
     let src = args.operand(1)?;
-    // src must broadcast to self's shape: PyTorch's message names the last
-    // dimension (it checks from the right) where it does not.
-    let rank = dst.shape.len().max(src.shape.len());
-    let dim_of = |s: &[i64], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
-    if let Some(bad) = (0..rank).rfind(|&i| {
-        let (d, s) = (dim_of(&dst.shape, i), dim_of(&src.shape, i));
-        s != d && s != 1 && d != 1
-    }) {
-        crate::bail!(
-            Runtime,
-            "{}: The size of tensor a ({}) must match the size of tensor b ({}) at non-singleton dimension {}",
-            lx.op,
-            dim_of(&dst.shape, bad),
-            dim_of(&src.shape, bad),
-            bad
-        );
-    }
-    // They broadcast together, but not to self's shape (self [1, 3], src [2, 3]).
-    if src.shape.len() > dst.shape.len() || (0..rank).any(|i| dim_of(&src.shape, i) != 1 && dim_of(&dst.shape, i) == 1) {
-        let both: Vec<i64> = (0..rank).map(|i| dim_of(&dst.shape, i).max(dim_of(&src.shape, i))).collect();
-        if both != dst.shape {
-            crate::bail!(
-                Runtime,
-                "{}: output with shape {:?} doesn't match the broadcast shape {:?}",
-                lx.op,
-                dst.shape,
-                both
-            );
-        }
+    // src must broadcast to self's shape: shapes that do not broadcast get
+    // PyTorch's message from broadcast_shape, and shapes that broadcast
+    // together but to a larger shape than self's (self [1, 3], src [2, 3])
+    // get the CPU's "doesn't match".
+    let both = super::elementwise::broadcast_shape(lx, &[&args.operand(0)?, &src])?;
+    if both != dst.shape {
+        crate::bail!(Runtime, "{}: output with shape {:?} doesn't match the broadcast shape {:?}", lx.op, dst.shape, both);
     }
     let v = lx.cast(src.value, dst.dtype)?;
     Ok(vec![lx.expand(v, &dst.shape)?])

@@ -40,9 +40,6 @@ pub const OPS: &[OpEntry] = &[
     op!("linalg_polar", polar::linalg_polar),
 ];
 
-/// Rejects anything but float32/float64 or complex64/complex128 `[.., m, n]`
-/// inputs. (Complex tensors only reach the lowerings that
-/// `ops::complex::COMPLEX_OPS` lists.)
 /// Raises (at the next sync) the CPU's LinAlgError for a NaN entry of `t`,
 /// as LAPACK's SVD fails on one (an infinity it takes), where Jacobi sweeps
 /// would return NaN silently. (eigh is left alone: LAPACK fails on some
@@ -55,6 +52,9 @@ pub(super) fn check_no_nan(lx: &mut Lower, t: &TensorArg, message: &str) -> Resu
     Ok(())
 }
 
+/// Rejects anything but float32/float64 or complex64/complex128 `[.., m, n]`
+/// inputs. (Complex tensors only reach the lowerings that
+/// `ops::complex::COMPLEX_OPS` lists.)
 pub(super) fn check_matrix(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
     if t.shape.len() < 2 {
         bail!(Runtime, "{}: The input tensor {what} must have at least 2 dimensions.", lx.op);
