@@ -123,6 +123,11 @@ def test_unlowered_op_message():
 
 BAD_VALUES = {
     # name: (the op on CPU tensors or tpu tensors, what the CPU says)
+    "searchsorted sorter": (
+        lambda d: torch.searchsorted(torch.tensor([1.0, 2.0, 3.0], device=d), torch.tensor([2.5], device=d),
+                                     sorter=torch.tensor([0, 5, 1], device=d)),
+        "sorter index out of range",
+    ),
     "binary_cross_entropy": (
         lambda d: torch.nn.functional.binary_cross_entropy(torch.tensor([1.5], device=d), torch.ones(1, device=d)),
         "between 0 and 1",
@@ -277,7 +282,8 @@ def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
 
 
 @pytest.mark.parametrize("case", ["copy_", "add", "copy_into_smaller", "solve_triangular_vector", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
-                                  "index_select_float_index", "masked_scatter_short_source"])
+                                  "index_select_float_index", "masked_scatter_short_source", "sort_int32_indices",
+                                  "topk_double_values", "max_dim_float_indices"])
 def test_messages_read_like_the_cpus(case):
     """Errors the lowering raises say what PyTorch's CPU kernels say, in
     PyTorch's terms (no StableHLO types, no internal op names), and raise
@@ -298,6 +304,13 @@ def test_messages_read_like_the_cpus(case):
                                                                  torch.tensor([1.0], device=d)),
         "masked_scatter_short_source": lambda d: torch.zeros(3, 4, device=d).masked_scatter_(
             torch.ones(3, 4, dtype=torch.bool, device=d), torch.ones(3, device=d)),
+        # Several out= tensors are each taken at exactly their result's dtype.
+        "sort_int32_indices": lambda d: torch.sort(torch.tensor([3.0, 1.0], device=d), out=(
+            torch.empty(2, device=d), torch.empty(2, dtype=torch.int32, device=d))),
+        "topk_double_values": lambda d: torch.topk(torch.tensor([3.0, 1.0], device=d), 1, out=(
+            torch.empty(1, dtype=torch.double, device=d), torch.empty(1, dtype=torch.long, device=d))),
+        "max_dim_float_indices": lambda d: torch.max(torch.ones(2, 2, device=d), 0, out=(
+            torch.empty(2, device=d), torch.empty(2, device=d))),
     }[case]
     with pytest.raises(Exception) as cpu:
         make("cpu")

@@ -652,9 +652,23 @@ fn write_arg(
             targets.len()
         )));
     }
+    // Ops with several out= tensors (sort, topk, max.dim, ...) take each at
+    // exactly its result's dtype on the CPU: an index is never cast.
+    let several_outs = call.args.iter().filter(|a| a.write == 2).count() > 1;
     for (&vi, &value) in targets.iter().zip(values) {
         let (slot, t, write, _) = &slots.views[vi];
         let vty = b.ty(value).clone();
+        if several_outs && *write == 2 && vty.dtype != t.dtype {
+            return Err(EngineError::new(
+                ErrorKind::Runtime,
+                format!(
+                    "{}: Expected out tensor to have dtype {}, but got {} instead",
+                    call.op,
+                    c10_name(vty.dtype),
+                    c10_name(t.dtype)
+                ),
+            ));
+        }
         if !lowering::promote::can_cast(vty.dtype, t.dtype) {
             return Err(EngineError::new(
                 ErrorKind::Runtime,
@@ -704,6 +718,25 @@ fn write_arg(
         current.insert(*slot, (new_storage, t.dtype));
     }
     Ok(Ret::Alias(arg))
+}
+
+/// A dtype as c10 prints it in its out= messages ("float", "long int").
+fn c10_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::F16 => "c10::Half",
+        DType::BF16 => "c10::BFloat16",
+        DType::I64 => "long int",
+        DType::I32 => "int",
+        DType::I16 => "short int",
+        DType::I8 => "signed char",
+        DType::U8 => "unsigned char",
+        DType::Bool => "bool",
+        DType::C64 => "c10::complex<float>",
+        DType::C128 => "c10::complex<double>",
+        _ => "another dtype",
+    }
 }
 
 fn short_name(d: DType) -> String {
