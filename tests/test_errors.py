@@ -283,7 +283,7 @@ def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
 
 @pytest.mark.parametrize("case", ["copy_", "add", "copy_into_smaller", "solve_triangular_vector", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
                                   "index_select_float_index", "masked_scatter_short_source", "sort_int32_indices",
-                                  "topk_double_values", "max_dim_float_indices"])
+                                  "topk_double_values", "max_dim_float_indices", "cat_into_long"])
 def test_messages_read_like_the_cpus(case):
     """Errors the lowering raises say what PyTorch's CPU kernels say, in
     PyTorch's terms (no StableHLO types, no internal op names), and raise
@@ -311,6 +311,8 @@ def test_messages_read_like_the_cpus(case):
             torch.empty(1, dtype=torch.double, device=d), torch.empty(1, dtype=torch.long, device=d))),
         "max_dim_float_indices": lambda d: torch.max(torch.ones(2, 2, device=d), 0, out=(
             torch.empty(2, device=d), torch.empty(2, device=d))),
+        "cat_into_long": lambda d: torch.cat([torch.ones(2, device=d), torch.ones(2, device=d)],
+                                             out=torch.empty(4, dtype=torch.long, device=d)),
     }[case]
     with pytest.raises(Exception) as cpu:
         make("cpu")

@@ -669,6 +669,17 @@ fn write_arg(
                 ),
             ));
         }
+        if !lowering::promote::can_cast(vty.dtype, t.dtype) && call.op.starts_with("aten::cat") {
+            // torch.cat words this its own way, and raises TypeError.
+            return Err(EngineError::new(
+                ErrorKind::Type,
+                format!(
+                    "{}: torch.cat(): input types can't be cast to the desired output type {}",
+                    call.op,
+                    short_name(t.dtype)
+                ),
+            ));
+        }
         if !lowering::promote::can_cast(vty.dtype, t.dtype) {
             return Err(EngineError::new(
                 ErrorKind::Runtime,
