@@ -652,13 +652,12 @@ fn write_arg(
             targets.len()
         )));
     }
-    // Ops with several out= tensors (sort, topk, max.dim, ...) take each at
-    // exactly its result's dtype on the CPU: an index is never cast.
-    let several_outs = call.args.iter().filter(|a| a.write == 2).count() > 1;
     for (&vi, &value) in targets.iter().zip(values) {
         let (slot, t, write, _) = &slots.views[vi];
         let vty = b.ty(value).clone();
-        if several_outs && *write == 2 && vty.dtype != t.dtype {
+        // Ops with several out= tensors (sort, topk, max.dim, ...) take each
+        // at exactly its result's dtype on the CPU: an index is never cast.
+        if *write == 2 && vty.dtype != t.dtype && call.args.iter().filter(|a| a.write == 2).count() > 1 {
             return Err(EngineError::new(
                 ErrorKind::Runtime,
                 format!(
@@ -669,26 +668,16 @@ fn write_arg(
                 ),
             ));
         }
-        if !lowering::promote::can_cast(vty.dtype, t.dtype) && call.op.starts_with("aten::cat") {
-            // torch.cat words this its own way, and raises TypeError.
-            return Err(EngineError::new(
-                ErrorKind::Type,
-                format!(
-                    "{}: torch.cat(): input types can't be cast to the desired output type {}",
-                    call.op,
-                    short_name(t.dtype)
-                ),
-            ));
-        }
         if !lowering::promote::can_cast(vty.dtype, t.dtype) {
+            // torch.cat words this its own way, and raises TypeError.
+            let (kind, what) = if call.op.starts_with("aten::cat") {
+                (ErrorKind::Type, "torch.cat(): input types".to_string())
+            } else {
+                (ErrorKind::Runtime, format!("result type {}", short_name(vty.dtype)))
+            };
             return Err(EngineError::new(
-                ErrorKind::Runtime,
-                format!(
-                    "{}: result type {} can't be cast to the desired output type {}",
-                    call.op,
-                    short_name(vty.dtype),
-                    short_name(t.dtype)
-                ),
+                kind,
+                format!("{}: {what} can't be cast to the desired output type {}", call.op, short_name(t.dtype)),
             ));
         }
         if vty.shape != t.sizes {

@@ -342,8 +342,7 @@ fn search(lx: &mut Lower, seq: &Operand, x: &Operand, right: bool, int32: bool, 
         let lo = super::misc2::cmp(lx, idx, 0.0, CompareDir::Lt)?;
         let hi = super::misc2::cmp(lx, idx, m as f64, CompareDir::Ge)?;
         let bad = lx.b.or(lo, hi)?;
-        let all: Vec<i64> = (0..lx.shape(bad).len() as i64).collect();
-        let bad = lx.b.reduce_or(bad, &all)?;
+        let bad = super::indexing::any(lx, bad)?;
         lx.check_runtime(bad, format!("{}: torch.searchsorted(): sorter index out of range", lx.op));
         s = take_last(lx, s, idx)?;
     }
