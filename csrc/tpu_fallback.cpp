@@ -7,8 +7,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <deque>
+#include <list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tpu_common.h"
@@ -19,14 +20,22 @@ TpuTensor describe(const at::Tensor& t);
 
 namespace {
 
-// Storage for one call's flattened arguments; deques keep addresses stable.
+// Storage for one call's flattened arguments, at stable addresses. Lists
+// (not deques, which allocate even when empty) for the rare kinds: the
+// common call, tensors and numbers only, allocates just the two vectors.
 struct Marshal {
   std::vector<TpuArg> args;
-  std::deque<std::vector<TpuTensor>> tensor_lists;
-  std::deque<std::vector<int64_t>> int_lists;
-  std::deque<std::vector<double>> float_lists;
-  std::deque<at::Tensor> keep_alive;  // contiguous copies of CPU tensors
-  std::deque<std::string> strings;
+  std::vector<TpuTensor> singles;  // one per Tensor argument at most: never reallocates
+  std::list<std::vector<TpuTensor>> tensor_lists;
+  std::list<std::vector<int64_t>> int_lists;
+  std::list<std::vector<double>> float_lists;
+  std::list<at::Tensor> keep_alive;  // contiguous copies of CPU tensors
+  std::list<std::string> strings;
+
+  explicit Marshal(size_t nargs) {
+    args.reserve(nargs);
+    singles.reserve(nargs);
+  }
 
   TpuTensor tensor(const at::Tensor& t) {
     if (!t.defined()) {
@@ -58,8 +67,9 @@ struct Marshal {
       a.kind = TPU_ARG_NONE;
     } else if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      tensor_lists.emplace_back(1, tensor(t));
-      a.tensors = tensor_lists.back().data();
+      TORCH_INTERNAL_ASSERT(singles.size() < singles.capacity());
+      singles.push_back(tensor(t));
+      a.tensors = &singles.back();
       a.len = 1;
       if (!t.defined()) {
         a.kind = TPU_ARG_NONE;
@@ -200,56 +210,94 @@ at::Tensor wrap_new_tensor(const TpuNewTensor& n) {
 
 }  // namespace
 
-void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  const auto nargs = schema.arguments().size();
-  std::string name = schema.name();
-  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+// What engine_kernel reads from an operator's schema, worked out once per
+// operator (per thread, so no lock) instead of on every call.
+struct OpInfo {
+  std::string base, overload;  // to recognize a schema at a reused address
+  std::string name;            // "aten::add.Tensor"
+  std::vector<int32_t> write;  // per argument: 1 a mutated input (self of add_), 2 an out= argument
+  std::vector<uint8_t> scalar_param;  // per argument: a Scalar, Scalar? or Scalar[] (a runtime input)
+  std::vector<int32_t> ret_alias, ret_kind;
+  int32_t flags = 0;
+};
 
-  Marshal m;
-  m.args.reserve(nargs);
-  auto ivalues = torch::jit::last(*stack, nargs);
+OpInfo describe_op(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  OpInfo info;
+  info.base = schema.name();
+  info.overload = schema.overload_name();
+  info.name = info.overload.empty() ? info.base : info.base + "." + info.overload;
+  const auto nargs = schema.arguments().size();
   for (size_t i = 0; i < nargs; ++i) {
     const auto& arg = schema.arguments()[i];
     const auto* alias = arg.alias_info();
-    // 1: a mutated input (self of add_, running stats); 2: an out= argument.
-    m.add(ivalues[i], alias != nullptr && alias->isWrite() ? (arg.kwarg_only() ? 2 : 1) : 0);
-    // Scalar, Scalar? and Scalar[] values are runtime inputs, not attributes.
+    info.write.push_back(alias != nullptr && alias->isWrite() ? (arg.kwarg_only() ? 2 : 1) : 0);
     auto type = arg.real_type();
     if (type->kind() == c10::TypeKind::OptionalType)
       type = type->castRaw<c10::OptionalType>()->getElementType();
     if (type->kind() == c10::TypeKind::ListType)
       type = type->castRaw<c10::ListType>()->getElementType();
-    m.args.back().is_scalar_param = type->kind() == c10::TypeKind::NumberType;
+    info.scalar_param.push_back(type->kind() == c10::TypeKind::NumberType);
   }
   const auto& returns = schema.returns();
-  std::vector<int32_t> ret_alias(returns.size(), -1), ret_kind(returns.size(), 3);
+  info.ret_alias.assign(returns.size(), -1);
+  info.ret_kind.assign(returns.size(), 3);
   for (size_t r = 0; r < returns.size(); ++r) {
     const auto kind = returns[r].real_type()->kind();
-    ret_kind[r] = kind == c10::TypeKind::TensorType ? 0
-                  : kind == c10::TypeKind::ListType ? 1
-                  : (kind == c10::TypeKind::NumberType || kind == c10::TypeKind::IntType ||
-                     kind == c10::TypeKind::FloatType || kind == c10::TypeKind::BoolType ||
-                     kind == c10::TypeKind::SymIntType || kind == c10::TypeKind::SymFloatType ||
-                     kind == c10::TypeKind::SymBoolType)
-                      ? 2
-                      : 3;
+    info.ret_kind[r] = kind == c10::TypeKind::TensorType ? 0
+                       : kind == c10::TypeKind::ListType ? 1
+                       : (kind == c10::TypeKind::NumberType || kind == c10::TypeKind::IntType ||
+                          kind == c10::TypeKind::FloatType || kind == c10::TypeKind::BoolType ||
+                          kind == c10::TypeKind::SymIntType || kind == c10::TypeKind::SymFloatType ||
+                          kind == c10::TypeKind::SymBoolType)
+                           ? 2
+                           : 3;
     const auto* ralias = returns[r].alias_info();
     if (ralias == nullptr) continue;
     for (size_t i = 0; i < nargs; ++i) {
       const auto* aalias = schema.arguments()[i].alias_info();
       if (aalias != nullptr && aalias->beforeSets() == ralias->beforeSets()) {
-        ret_alias[r] = static_cast<int32_t>(i);
+        info.ret_alias[r] = static_cast<int32_t>(i);
         break;
       }
     }
   }
+  info.flags = op.hasTag(at::Tag::pointwise) ? TPU_DISPATCH_POINTWISE : 0;
+  return info;
+}
+
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo> known;
+  const auto& schema = op.schema();
+  auto it = known.find(&schema);
+  // An operator deregistered (a torch.library test op) may leave its
+  // address to another: the name and argument count must match too.
+  if (it == known.end() || it->second.base != schema.name() ||
+      it->second.overload != schema.overload_name() || it->second.write.size() != schema.arguments().size())
+    it = known.insert_or_assign(&schema, describe_op(op)).first;
+  return it->second;
+}
+
+void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpInfo& info = op_info(op);
+  const auto nargs = info.write.size();
+  const std::string& name = info.name;
+
+  Marshal m(nargs);
+  auto ivalues = torch::jit::last(*stack, nargs);
+  for (size_t i = 0; i < nargs; ++i) {
+    m.add(ivalues[i], info.write[i]);
+    // Scalar, Scalar? and Scalar[] values are runtime inputs, not attributes.
+    m.args.back().is_scalar_param = info.scalar_param[i];
+  }
+  const auto& ret_alias = info.ret_alias;
+  const auto& ret_kind = info.ret_kind;
+  const auto nrets = ret_kind.size();
 
   TpuResults res{};
-  const int32_t flags = op.hasTag(at::Tag::pointwise) ? TPU_DISPATCH_POINTWISE : 0;
   int32_t status = tpu_engine_dispatch(name.c_str(), m.args.data(),
                                        static_cast<int64_t>(m.args.size()), ret_alias.data(),
-                                       ret_kind.data(), static_cast<int64_t>(returns.size()), flags,
+                                       ret_kind.data(), static_cast<int64_t>(nrets), info.flags,
                                        &res);
   if (status == TPU_NOT_LOWERED && tpu_engine_fallback_enabled()) {
     if (tpu_engine_note_fallback(name.c_str()))

@@ -11,12 +11,12 @@ fn main() {
     let n: i64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(65536);
     let mk = || {
         let s = Storage::new(n as usize * 4, 0);
-        let t = TensorRef { storage: &s, dtype: DType::F32, sizes: vec![n], strides: vec![1], offset: 0, wrapped: false, math: MathBits::NONE };
+        let t = TensorRef { storage: &s, dtype: DType::F32, sizes: vec![n].into(), strides: vec![1].into(), offset: 0, wrapped: false, math: MathBits::NONE };
         engine::transfer::upload(&t, &vec![0u8; n as usize * 4]).expect("upload");
         s
     };
     let (a, b) = (mk(), mk());
-    let view = |s: &Storage| TensorRef { storage: unsafe { &*(s as *const Storage) }, dtype: DType::F32, sizes: vec![n], strides: vec![1], offset: 0, wrapped: false, math: MathBits::NONE };
+    let view = |s: &Storage| TensorRef { storage: unsafe { &*(s as *const Storage) }, dtype: DType::F32, sizes: vec![n].into(), strides: vec![1].into(), offset: 0, wrapped: false, math: MathBits::NONE };
     let mut samples = Vec::new();
     for _ in 0..7 {
         let t0 = Instant::now();
@@ -27,8 +27,8 @@ fn main() {
                     CallArg { value: CallValue::Tensor(view(&a)), write: 0 },
                     CallArg { value: CallValue::Tensor(view(&b)), write: 0 },
                 ],
-                ret_alias: vec![-1],
-                ret_kind: vec![RET_TENSOR],
+                ret_alias: vec![-1].into(),
+                ret_kind: vec![RET_TENSOR].into(),
                 pointwise: false,
             };
             if let Ok(mut r) = run(&call) {

@@ -1,6 +1,7 @@
 //! One op call as the engine sees it: the op name and its arguments, with
 //! tensors as views of engine storages. Built from the C records in `ffi`,
 //! or directly by the engine's own helpers (transfers).
+use std::borrow::Cow;
 use std::ffi::c_void;
 
 use stablehlo::DType;
@@ -8,12 +9,14 @@ use stablehlo::DType;
 use crate::storage::Storage;
 
 /// A view of a device storage. Sizes, strides and offset are in elements.
+/// Sizes and strides borrow the caller's arrays where they can (an op's
+/// arguments from PyTorch): no copies on the per-op path.
 #[derive(Clone)]
 pub struct TensorRef<'a> {
     pub storage: &'a Storage,
     pub dtype: DType,
-    pub sizes: Vec<i64>,
-    pub strides: Vec<i64>,
+    pub sizes: Cow<'a, [i64]>,
+    pub strides: Cow<'a, [i64]>,
     pub offset: i64,
     pub wrapped: bool,
     pub math: MathBits,
@@ -127,8 +130,8 @@ pub struct Call<'a> {
     pub op: &'a str,
     pub args: Vec<CallArg<'a>>,
     /// For each return: the argument it aliases, or -1.
-    pub ret_alias: Vec<i32>,
-    pub ret_kind: Vec<i32>,
+    pub ret_alias: Cow<'a, [i32]>,
+    pub ret_kind: Cow<'a, [i32]>,
     /// PyTorch tags the op `pointwise`: its new outputs take the inputs'
     /// memory layout (`layout.rs`).
     pub pointwise: bool,

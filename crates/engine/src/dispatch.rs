@@ -232,7 +232,7 @@ fn count_of(engine: &Engine, call: &Call, entry: &lowering::OpEntry, size: lower
         .iter()
         .map(|a| if a.write == 2 { CallArg { value: CallValue::None, write: 0 } } else { CallArg { value: a.value.clone(), write: 0 } })
         .collect();
-    let size_call = Call { op: &op, args, ret_alias: vec![-1], ret_kind: vec![crate::call::RET_NUMBER], pointwise: false };
+    let size_call = Call { op: &op, args, ret_alias: vec![-1].into(), ret_kind: vec![crate::call::RET_NUMBER].into(), pointwise: false };
     let size_entry = lowering::OpEntry { name: entry.name, lower: size, static_scalars: entry.static_scalars, size: None, size_when: None };
     let slots = collect_slots(&size_call);
     let sig = signature(&size_call, &slots, size_entry.static_scalars);

@@ -224,8 +224,8 @@ pub unsafe extern "C" fn tpu_engine_storage_resize(storage: *mut c_void, new_nby
             let src = TensorRef {
                 storage: old,
                 dtype: DType::U8,
-                sizes: vec![keep as i64],
-                strides: vec![1],
+                sizes: vec![keep as i64].into(),
+                strides: vec![1].into(),
                 offset: 0,
                 wrapped: false,
                 math: MathBits::NONE,
@@ -287,8 +287,8 @@ unsafe fn tensor_ref<'a>(t: &TpuTensor, op: &str) -> Result<TensorRef<'a>> {
     Ok(TensorRef {
         storage: Storage::from_handle(t.storage),
         dtype: dtype_of(t.dtype, op)?,
-        sizes: slice(t.sizes, t.ndim).to_vec(),
-        strides: slice(t.strides, t.ndim).to_vec(),
+        sizes: slice(t.sizes, t.ndim).into(),
+        strides: slice(t.strides, t.ndim).into(),
         offset: t.storage_offset,
         wrapped: t.is_wrapped_number != 0,
         math: MathBits(t.math_bits as u8),
@@ -478,8 +478,8 @@ pub unsafe extern "C" fn tpu_engine_dispatch(
         let call = Call {
             op,
             args: call_args,
-            ret_alias: slice(ret_alias, nrets).to_vec(),
-            ret_kind: slice(ret_kind, nrets).to_vec(),
+            ret_alias: slice(ret_alias, nrets).into(),
+            ret_kind: slice(ret_kind, nrets).into(),
             pointwise: flags & DISPATCH_POINTWISE != 0,
         };
         let rets = run(&call)?;

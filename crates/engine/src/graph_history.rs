@@ -33,7 +33,7 @@ impl GraphKey {
         // Plain folds, not SipHash: this runs for every recorded op.
         let mut tensor = |t: &TensorRef| {
             let mut h = mix(mix(t.dtype as u8 as u64, t.storage.nbytes as u64), t.sizes.len() as u64);
-            for &v in t.sizes.iter().chain(&t.strides) {
+            for &v in t.sizes.iter().chain(t.strides.iter()) {
                 h = mix(h, v as u64);
             }
             self.shapes = mix(self.shapes, h);

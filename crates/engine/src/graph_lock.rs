@@ -14,9 +14,12 @@ use std::thread::ThreadId;
 struct Owner {
     thread: Option<ThreadId>,
     depth: usize,
+    /// Threads waiting for the lock: with none, release skips the wake-up
+    /// (a futex syscall on every eager op otherwise).
+    waiting: usize,
 }
 
-static OWNER: Mutex<Owner> = Mutex::new(Owner { thread: None, depth: 0 });
+static OWNER: Mutex<Owner> = Mutex::new(Owner { thread: None, depth: 0, waiting: 0 });
 static RELEASED: Condvar = Condvar::new();
 
 /// Held while a thread works on the graph; released on drop. Not `Send`:
@@ -28,7 +31,9 @@ pub fn hold() -> GraphLock {
     let me = std::thread::current().id();
     let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
     while owner.thread.is_some_and(|t| t != me) {
+        owner.waiting += 1;
         owner = RELEASED.wait(owner).unwrap_or_else(|e| e.into_inner());
+        owner.waiting -= 1;
     }
     owner.thread = Some(me);
     owner.depth += 1;
@@ -41,7 +46,9 @@ impl Drop for GraphLock {
         owner.depth -= 1;
         if owner.depth == 0 {
             owner.thread = None;
-            RELEASED.notify_all();
+            if owner.waiting > 0 {
+                RELEASED.notify_all();
+            }
         }
     }
 }

@@ -107,7 +107,7 @@ fn fast_setup(inputs: &[&TensorRef], shape: &[i64]) -> Option<Vec<i64>> {
     }
     let first = inputs[0];
     if inputs.iter().all(|t| t.is_non_overlapping_and_dense() && t.strides == first.strides) {
-        return Some(first.strides.clone());
+        return Some(first.strides.to_vec());
     }
     None
 }

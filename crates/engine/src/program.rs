@@ -127,7 +127,7 @@ fn slot_is_read(slots: &Slots, slot: usize) -> bool {
 /// The cache key of a call: everything the program depends on.
 /// The device is not part of it: executables are portable across devices.
 pub fn signature(call: &Call, slots: &Slots, static_scalars: bool) -> Vec<i64> {
-    let mut sig: Vec<i64> = Vec::with_capacity(32);
+    let mut sig: Vec<i64> = Vec::with_capacity(128);
     for (slot, storage) in slots.storages.iter().enumerate() {
         let reader = slots.views.iter().find(|v| v.0 == slot).map(|v| v.1.dtype).unwrap_or(DType::U8);
         let (dt, n) = slot_layout(storage, reader);
@@ -207,7 +207,7 @@ pub fn view_box(t: &TensorRef) -> Option<BoxPlan> {
         return None;
     }
     let n = (t.storage.nbytes / t.dtype.size_bytes()) as i64;
-    let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
+    let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.to_vec(), strides: t.strides.to_vec() };
     box_plan(&spec, n, t.offset)
 }
 
@@ -225,8 +225,8 @@ fn push_view(sig: &mut Vec<i64>, slots: &Slots, vi: usize) {
         t.math.0 as i64,
         t.sizes.len() as i64,
     ]);
-    sig.extend(&t.sizes);
-    sig.extend(&t.strides);
+    sig.extend(t.sizes.iter());
+    sig.extend(t.strides.iter());
 }
 
 /// How the storages of a call enter the program being built: as arguments
@@ -343,7 +343,7 @@ pub fn record(
             continue;
         }
         let storage = typed_slot(b, &slot_args, &mut typed, *slot, t.dtype)?;
-        let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
+        let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.to_vec(), strides: t.strides.to_vec() };
         let plan = view_box(t);
         let mut value = read_view(b, storage, &spec, offset, plan.as_ref())?;
         if t.math.conj() && t.dtype.is_complex() {
@@ -369,7 +369,7 @@ pub fn record(
                     Some(value) => Arg::Tensor(TensorArg {
                         value,
                         dtype: t.dtype,
-                        shape: t.sizes.clone(),
+                        shape: t.sizes.to_vec(),
                         wrapped_number: t.wrapped,
                         contiguous: t.is_contiguous(),
                     }),
@@ -386,7 +386,7 @@ pub fn record(
                             list.push(v.map(|value| TensorArg {
                                 value,
                                 dtype: t.dtype,
-                                shape: t.sizes.clone(),
+                                shape: t.sizes.to_vec(),
                                 wrapped_number: t.wrapped,
                                 contiguous: t.is_contiguous(),
                             }));
@@ -680,7 +680,7 @@ fn write_arg(
                 format!("{}: {what} can't be cast to the desired output type {}", call.op, short_name(t.dtype)),
             ));
         }
-        if vty.shape != t.sizes {
+        if vty.shape[..] != t.sizes[..] {
             if *write == 2 && targets.len() == 1 {
                 let cast = if vty.dtype != t.dtype { b.convert(value, t.dtype)? } else { value };
                 let output = push_new(b, call, cast, outputs, results)?;
@@ -704,7 +704,7 @@ fn write_arg(
         } else {
             value
         };
-        let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone() };
+        let spec = ViewSpec { dtype: t.dtype, sizes: t.sizes.to_vec(), strides: t.strides.to_vec() };
         let new_storage = if t.is_whole() {
             b.reshape(value, &[t.numel()])?
         } else {

@@ -68,8 +68,8 @@ pub fn upload(dst: &TensorRef, bytes: &[u8]) -> Result<()> {
             CallArg { value: CallValue::Tensor(dst.clone()), write: 1 },
             CallArg { value: CallValue::Tensor(src), write: 0 },
         ],
-        ret_alias: vec![0],
-        ret_kind: vec![RET_TENSOR],
+        ret_alias: vec![0].into(),
+        ret_kind: vec![RET_TENSOR].into(),
         pointwise: false,
     };
     run_now(&call)?;
@@ -86,7 +86,7 @@ pub fn storage_from_host(bytes: &[u8], dtype: DType, device: i32) -> Result<Stor
 
 /// The contiguous view of shape `sizes` over the start of `storage`.
 pub fn dense_view<'a>(storage: &'a Storage, dtype: DType, sizes: &[i64]) -> TensorRef<'a> {
-    TensorRef { storage, dtype, sizes: sizes.to_vec(), strides: contiguous_strides(sizes), offset: 0, wrapped: false, math: MathBits::NONE }
+    TensorRef { storage, dtype, sizes: sizes.to_vec().into(), strides: contiguous_strides(sizes).into(), offset: 0, wrapped: false, math: MathBits::NONE }
 }
 
 /// Copies the view `src` into contiguous host bytes. A host sync.
@@ -123,8 +123,8 @@ pub fn download(src: &TensorRef, out: &mut [u8]) -> Result<()> {
     let call = Call {
         op: "aten::clone",
         args: vec![CallArg { value: CallValue::Tensor(src.clone()), write: 0 }, CallArg { value: CallValue::None, write: 0 }],
-        ret_alias: vec![-1],
-        ret_kind: vec![RET_TENSOR],
+        ret_alias: vec![-1].into(),
+        ret_kind: vec![RET_TENSOR].into(),
         pointwise: false,
     };
     let rets = run_now(&call)?;
@@ -152,7 +152,7 @@ const HOST_GATHER_SLACK: usize = 1 << 20;
 
 /// Whether every element of the view lies inside a storage of `count` elements.
 fn view_fits(src: &TensorRef, count: usize) -> bool {
-    let last = src.sizes.iter().zip(&src.strides).map(|(n, s)| (n - 1) * s).sum::<i64>() + src.offset;
+    let last = src.sizes.iter().zip(src.strides.iter()).map(|(n, s)| (n - 1) * s).sum::<i64>() + src.offset;
     src.offset >= 0 && src.strides.iter().all(|&s| s >= 0) && (last as usize) < count
 }
 
@@ -163,7 +163,7 @@ fn gather_view(storage: &[u8], src: &TensorRef, out: &mut [u8]) {
     let rank = src.sizes.len();
     let mut index = vec![0i64; rank];
     for chunk in out.chunks_exact_mut(es) {
-        let at = (src.offset + index.iter().zip(&src.strides).map(|(i, s)| i * s).sum::<i64>()) as usize * es;
+        let at = (src.offset + index.iter().zip(src.strides.iter()).map(|(i, s)| i * s).sum::<i64>()) as usize * es;
         chunk.copy_from_slice(&storage[at..at + es]);
         for d in (0..rank).rev() {
             index[d] += 1;

@@ -23,7 +23,7 @@ fn f32_storage(values: &[f32]) -> Storage {
 }
 
 fn view<'a>(s: &'a Storage, sizes: &[i64], strides: &[i64], offset: i64) -> TensorRef<'a> {
-    TensorRef { storage: s, dtype: DType::F32, sizes: sizes.to_vec(), strides: strides.to_vec(), offset, wrapped: false, math: MathBits::NONE }
+    TensorRef { storage: s, dtype: DType::F32, sizes: sizes.to_vec().into(), strides: strides.to_vec().into(), offset, wrapped: false, math: MathBits::NONE }
 }
 
 fn read(t: &TensorRef) -> Vec<f32> {
@@ -89,8 +89,8 @@ fn writes_into_a_strided_view_and_leaves_the_rest() {
             CallArg { value: CallValue::Tensor(column.clone()), write: 1 },
             CallArg { value: CallValue::Tensor(view(&src, &[3], &[1], 0)), write: 0 },
         ],
-        ret_alias: vec![0],
-        ret_kind: vec![RET_TENSOR],
+        ret_alias: vec![0].into(),
+        ret_kind: vec![RET_TENSOR].into(),
         pointwise: false,
     };
     let rets = run(&call).expect("copy_");
@@ -118,8 +118,8 @@ fn writes_into_a_box_slice() {
             CallArg { value: CallValue::Tensor(target), write: 1 },
             CallArg { value: CallValue::Tensor(view(&src, &[6, 2], &[2, 1], 0)), write: 0 },
         ],
-        ret_alias: vec![0],
-        ret_kind: vec![RET_TENSOR],
+        ret_alias: vec![0].into(),
+        ret_kind: vec![RET_TENSOR].into(),
         pointwise: false,
     };
     run(&call).expect("copy_");
@@ -154,8 +154,8 @@ fn unknown_op_is_reported_as_not_lowered() {
     let call = Call {
         op: "aten::definitely_not_an_op",
         args: vec![CallArg { value: CallValue::Tensor(view(&s, &[1], &[1], 0)), write: 0 }],
-        ret_alias: vec![-1],
-        ret_kind: vec![RET_TENSOR],
+        ret_alias: vec![-1].into(),
+        ret_kind: vec![RET_TENSOR].into(),
         pointwise: false,
     };
     let err = run(&call).err().expect("must fail");
