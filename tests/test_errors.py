@@ -283,7 +283,8 @@ def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
 
 @pytest.mark.parametrize("case", ["copy_", "add", "copy_into_smaller", "solve_triangular_vector", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
                                   "index_select_float_index", "masked_scatter_short_source", "sort_int32_indices",
-                                  "topk_double_values", "max_dim_float_indices", "cat_into_long"])
+                                  "topk_double_values", "max_dim_float_indices", "cat_into_long",
+                                  "index_select_into_double", "index_select_into_long", "svd_driver"])
 def test_messages_read_like_the_cpus(case):
     """Errors the lowering raises say what PyTorch's CPU kernels say, in
     PyTorch's terms (no StableHLO types, no internal op names), and raise
@@ -313,6 +314,13 @@ def test_messages_read_like_the_cpus(case):
             torch.empty(2, device=d), torch.empty(2, device=d))),
         "cat_into_long": lambda d: torch.cat([torch.ones(2, device=d), torch.ones(2, device=d)],
                                              out=torch.empty(4, dtype=torch.long, device=d)),
+        # index_select takes no cast into out=, even a widening one.
+        "index_select_into_double": lambda d: torch.index_select(
+            torch.ones(5, 3, device=d), 0, torch.tensor([1], device=d), out=torch.empty(1, 3, dtype=torch.double, device=d)),
+        "index_select_into_long": lambda d: torch.index_select(
+            torch.ones(5, 3, device=d), 0, torch.tensor([1], device=d), out=torch.empty(1, 3, dtype=torch.long, device=d)),
+        # driver= is for cuSOLVER only.
+        "svd_driver": lambda d: torch.linalg.svd(torch.ones(3, 2, device=d), driver="gesvd"),
     }[case]
     with pytest.raises(Exception) as cpu:
         make("cpu")

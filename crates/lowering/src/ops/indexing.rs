@@ -147,6 +147,10 @@ fn index_select(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     if !matches!(index.dtype, DType::I32 | DType::I64) {
         bail!(Runtime, "{}: index_select(): Expected dtype int32 or int64 for index", lx.op);
     }
+    // The CPU takes no cast into out=, not even a widening one.
+    if lx.out_dtype.is_some_and(|d| d != t.dtype) {
+        bail!(Runtime, "{}: index_select(): self and result must have the same scalar type", lx.op);
+    }
     if index.shape.len() > 1 {
         bail!(
             Index,

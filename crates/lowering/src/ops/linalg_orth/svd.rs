@@ -91,6 +91,13 @@ pub(super) fn svd_tall(b: &mut Builder, a: Value, full: bool, compute_uv: bool) 
 /// -> (U, S, Vh)
 pub(super) fn linalg_svd(lx: &mut Lower, args: &Args) -> R {
     let a = args.tensor(0)?;
+    if args.opt_str(3).is_some() {
+        // As on the CPU: the driver picks a cuSOLVER routine, nothing else.
+        crate::bail!(
+            Runtime,
+            "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend."
+        );
+    }
     super::check_matrix(lx, a, "A")?;
     super::check_no_nan(
         lx,
