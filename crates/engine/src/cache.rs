@@ -89,15 +89,15 @@ fn over_mapping_budget() -> bool {
 }
 
 /// A word-at-a-time hash (multiply-xorshift per 8 bytes, MurmurHash3's
-/// finalizer at the end): the same in every process (`Fnv::new()`), and
+/// finalizer at the end): the same in every process (`StableHasher::new()`), and
 /// about 8x fewer multiplies than byte-wise FNV-1a on the signature vectors
 /// hashed for every eager op. The name stays: callers only need a stable,
 /// well-mixed 64-bit hash.
-pub(crate) struct Fnv(u64);
+pub(crate) struct StableHasher(u64);
 
-impl Fnv {
-    pub(crate) fn new() -> Fnv {
-        Fnv(0xcbf29ce484222325)
+impl StableHasher {
+    pub(crate) fn new() -> StableHasher {
+        StableHasher(0xcbf29ce484222325)
     }
 
     #[inline]
@@ -107,7 +107,7 @@ impl Fnv {
     }
 }
 
-impl Hasher for Fnv {
+impl Hasher for StableHasher {
     fn finish(&self) -> u64 {
         let mut h = self.0;
         h ^= h >> 33;
@@ -144,7 +144,7 @@ impl Hasher for Fnv {
 }
 
 pub fn hash_key(op: &str, sig: &[i64]) -> u64 {
-    let mut h = Fnv::new();
+    let mut h = StableHasher::new();
     op.hash(&mut h);
     sig.hash(&mut h);
     h.finish()

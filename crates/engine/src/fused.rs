@@ -319,7 +319,7 @@ fn record_into(engine: &Engine, g: &mut Graph, call: &Call, entry: &lowering::Op
         }
     };
     g.ops.push(call.op.to_string());
-    let mut h = crate::cache::Fnv::new();
+    let mut h = crate::cache::StableHasher::new();
     std::hash::Hash::hash(&(call.op, &old), &mut h);
     g.loop_trace.push(std::hash::Hasher::finish(&h));
     g.touches_old.push(!old.is_empty());

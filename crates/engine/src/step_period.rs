@@ -16,7 +16,7 @@ use std::hash::{Hash, Hasher};
 pub fn tail_period<T: Hash + Eq>(ops: &[T], min: usize) -> Option<usize> {
     let mut trace = LoopTrace::default();
     for op in ops {
-        let mut h = crate::cache::Fnv::new();
+        let mut h = crate::cache::StableHasher::new();
         op.hash(&mut h);
         trace.push(h.finish());
     }
