@@ -277,10 +277,24 @@ impl Executable {
         let arg_lists: [*const *mut ffi::PJRT_Buffer; 1] = [arg_ptrs.as_ptr()];
         let mut outs: Vec<*mut ffi::PJRT_Buffer> = vec![std::ptr::null_mut(); self.num_outputs];
         let out_lists: [*mut *mut ffi::PJRT_Buffer; 1] = [outs.as_mut_ptr()];
-        let non_donatable: Vec<i64> = (0..inputs.len())
-            .filter(|i| !donate.contains(i))
-            .map(|i| i as i64)
-            .collect();
+        // Nothing donated (every eager op): all inputs are non-donatable, a
+        // prefix of a constant list, so there is nothing to allocate.
+        const FIRST_INDICES: [i64; 64] = {
+            let mut a = [0i64; 64];
+            let mut i = 0;
+            while i < 64 {
+                a[i] = i as i64;
+                i += 1;
+            }
+            a
+        };
+        let listed: Vec<i64>;
+        let non_donatable: &[i64] = if donate.is_empty() && inputs.len() <= FIRST_INDICES.len() {
+            &FIRST_INDICES[..inputs.len()]
+        } else {
+            listed = (0..inputs.len()).filter(|i| !donate.contains(i)).map(|i| i as i64).collect();
+            &listed
+        };
 
         let mut opts = ffi::PJRT_ExecuteOptions::new();
         opts.non_donatable_input_indices = non_donatable.as_ptr();
