@@ -214,6 +214,7 @@ at::Tensor wrap_new_tensor(const TpuNewTensor& n) {
 // operator (per thread, so no lock) instead of on every call.
 struct OpInfo {
   std::string base, overload;  // to recognize a schema at a reused address
+  const void* arguments = nullptr;  // the schema's argument array, likewise
   std::string name;            // "aten::add.Tensor"
   std::vector<int32_t> write;  // per argument: 1 a mutated input (self of add_), 2 an out= argument
   std::vector<uint8_t> scalar_param;  // per argument: a Scalar, Scalar? or Scalar[] (a runtime input)
@@ -226,6 +227,7 @@ OpInfo describe_op(const c10::OperatorHandle& op) {
   OpInfo info;
   info.base = schema.name();
   info.overload = schema.overload_name();
+  info.arguments = schema.arguments().data();
   info.name = info.overload.empty() ? info.base : info.base + "." + info.overload;
   const auto nargs = schema.arguments().size();
   for (size_t i = 0; i < nargs; ++i) {
@@ -272,8 +274,9 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   auto it = known.find(&schema);
   // An operator deregistered (a torch.library test op) may leave its
   // address to another: the name and argument count must match too.
-  if (it == known.end() || it->second.base != schema.name() ||
-      it->second.overload != schema.overload_name() || it->second.write.size() != schema.arguments().size())
+  if (it == known.end() || it->second.arguments != schema.arguments().data() ||
+      it->second.base != schema.name() || it->second.overload != schema.overload_name() ||
+      it->second.write.size() != schema.arguments().size())
     it = known.insert_or_assign(&schema, describe_op(op)).first;
   return it->second;
 }
