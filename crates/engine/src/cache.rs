@@ -89,10 +89,9 @@ fn over_mapping_budget() -> bool {
 }
 
 /// A word-at-a-time hash (multiply-xorshift per 8 bytes, MurmurHash3's
-/// finalizer at the end): the same in every process (`StableHasher::new()`), and
-/// about 8x fewer multiplies than byte-wise FNV-1a on the signature vectors
-/// hashed for every eager op. The name stays: callers only need a stable,
-/// well-mixed 64-bit hash.
+/// finalizer at the end): the same in every process, and about 8x fewer
+/// multiplies than byte-wise FNV-1a on the signature vectors hashed for
+/// every eager op.
 pub(crate) struct StableHasher(u64);
 
 impl StableHasher {
