@@ -52,30 +52,10 @@ macro_rules! op {
     };
 }
 
-/// Hashes op names 8 bytes at a time: `lookup` runs on every eager op, and
-/// SipHash (the default) was a visible part of a tiny op's time.
-#[derive(Default)]
-struct NameHasher(u64);
-
-impl std::hash::Hasher for NameHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 31)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-}
-
-type Table = HashMap<&'static str, &'static OpEntry, std::hash::BuildHasherDefault<NameHasher>>;
-
-fn table() -> &'static Table {
-    static TABLE: OnceLock<Table> = OnceLock::new();
+fn table() -> &'static HashMap<&'static str, &'static OpEntry> {
+    static TABLE: OnceLock<HashMap<&'static str, &'static OpEntry>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut m = Table::default();
+        let mut m = HashMap::new();
         for family in crate::ops::FAMILIES {
             for entry in family.iter() {
                 m.insert(entry.name, entry);
