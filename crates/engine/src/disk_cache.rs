@@ -242,6 +242,8 @@ fn host_identity() -> String {
     // The flags the engine gives the XLA CPU plugin (entries compiled
     // without them may hold its YNNPACK miscompiles).
     s.push_str(crate::xla_cpu_flags::YNN_FUSIONS);
+    s.push('\n');
+    s.push_str(&crate::compile_affinity::policy_tag());
     s
 }
 
@@ -506,6 +508,12 @@ pub fn compile_cached(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_compiled_under_another_core_policy_are_other_entries() {
+        // Which programs compile for one core changes the executable.
+        assert!(host_identity().contains(&crate::compile_affinity::policy_tag()));
+    }
 
     #[test]
     fn sha256_known_answers() {

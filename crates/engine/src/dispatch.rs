@@ -268,7 +268,7 @@ fn compile(engine: &Engine, call: &Call, slots: &Slots, entry: &lowering::OpEntr
         engine,
         &program.text,
         pjrt::PORTABLE_COMPILE_OPTIONS,
-        || crate::compile_affinity::compile_single_core(&engine.platform, || engine.client.compile(&program.text)),
+        || crate::compile_affinity::compile_for_size(&engine.platform, 1, || engine.client.compile(&program.text)),
     )
     .map_err(|e| {
         let mut msg = format!(

@@ -573,7 +573,7 @@ fn run_graph(engine: &Engine, g: Graph, reason: &str) -> Result<Option<Flushed>>
                 engine,
                 &text,
                 pjrt::PORTABLE_COMPILE_OPTIONS,
-                || crate::compile_affinity::compile_single_core(&engine.platform, || engine.client.compile(&text)),
+                || crate::compile_affinity::compile_for_size(&engine.platform, g.ops.len(), || engine.client.compile(&text)),
             )
             .map_err(|e| EngineError::runtime(format!("fused graph of {} ops: XLA could not compile it: {e}", g.ops.len())))?;
             let m = &engine.metrics;
