@@ -6,12 +6,14 @@
 //! the work it spreads in a program of one op: a 64K-element multiply
 //! measured 47 µs compiled for 2 cores against 10 µs compiled for 1
 //! (crates/pjrt/examples/exec_latency.rs). In a long program the pool's
-//! threads stay busy and the split pays: the Llama-style training step's
-//! fused and compiled graphs (100+ ops, 64K-176K-element tensors) ran 10%
-//! faster compiled for both cores (bench/eager.py, bench/compile.py).
-//! So, on the CPU platform, a program of fewer than `PARALLEL_MIN_OPS` ops
-//! compiles with the compiling thread pinned to its current core, which
-//! then gets its old mask back.
+//! threads stay busy and the split pays: the Llama-style training step
+//! compiled by `torch.compile` (graphs of 100+ ops on 64K-176K-element
+//! tensors) went from 0.80-0.90x to 0.95-0.99x of PyTorch CPU eager
+//! (bench/compile.py, alternating runs of one build).
+//! So, on the CPU platform, a program of fewer than `PARALLEL_MIN_OPS` ATen
+//! ops (every Strict Eager op; short Fused Eager graphs) compiles with the
+//! compiling thread pinned to its current core, which then gets its old
+//! mask back.
 //! TORCH_TPU_XLA_CPU_PARALLEL=1 turns pinning off for every program.
 
 /// Programs with at least this many ops compile for every core.
@@ -84,7 +86,11 @@ mod tests {
     fn small_programs_compile_on_one_core_and_long_ones_on_all() {
         let before = allowed();
         let during_small = compile_for_size("cpu", 1, allowed);
-        assert_eq!(count(&during_small), 1, "a one-op program compiles pinned to one cpu");
+        if enabled("cpu") {
+            assert_eq!(count(&during_small), 1, "a one-op program compiles pinned to one cpu");
+        } else {
+            assert_eq!(during_small, before, "TORCH_TPU_XLA_CPU_PARALLEL=1 pins nothing");
+        }
         assert_eq!(allowed(), before, "the thread's mask comes back after the compile");
         let during_long = compile_for_size("cpu", PARALLEL_MIN_OPS, allowed);
         assert_eq!(during_long, before, "a long program compiles for every cpu the thread may use");
