@@ -333,3 +333,25 @@ def test_messages_read_like_the_cpus(case):
     for jargon in ("stablehlo", "tensor<", "#size"):
         assert jargon not in str(tpu.value)
     device_still_works()
+
+
+LINALG_DTYPES = {
+    "cholesky_half": (lambda d: torch.linalg.cholesky(torch.eye(3, device=d).half()), "Half"),
+    "qr_half": (lambda d: torch.linalg.qr(torch.eye(3, device=d).half()), "Half"),
+    "solve_half": (lambda d: torch.linalg.solve(torch.eye(3, device=d).half(), torch.ones(3, 1, device=d).half()), "Half"),
+    "eigh_bfloat16": (lambda d: torch.linalg.eigh(torch.eye(3, device=d).bfloat16()), "BFloat16"),
+    "matrix_exp_long": (lambda d: torch.linalg.matrix_exp(torch.eye(3, device=d).long()), "Long"),
+}
+
+
+@pytest.mark.parametrize("case", list(LINALG_DTYPES))
+def test_linalg_on_dtypes_lapack_lacks_raises_not_implemented_like_the_cpu(case):
+    """The CPU raises NotImplementedError for these dtypes; so does tpu,
+    naming the dtype as torch does (Half, not F16)."""
+    make, dtype_name = LINALG_DTYPES[case]
+    with pytest.raises(NotImplementedError):
+        make("cpu")
+    with pytest.raises(NotImplementedError, match=f"Got {dtype_name}\\b"):
+        make("tpu")
+        torch.tpu.synchronize()
+    device_still_works()

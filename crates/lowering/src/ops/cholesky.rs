@@ -32,7 +32,7 @@ fn square(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
             lx.op, t.shape.get(r.wrapping_sub(2)).copied().unwrap_or(0), t.shape.last().copied().unwrap_or(0));
     }
     if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
-        bail!(Runtime, "{}: Low precision dtypes not supported. Got {:?} for {what} (tpu supports float32/float64/complex64/complex128)", lx.op, t.dtype);
+        bail!(NotImplemented, "{}: Low precision dtypes not supported. Got {} for {what} (tpu supports float32/float64/complex64/complex128)", lx.op, crate::ops::elementwise::type_name(t.dtype));
     }
     Ok(())
 }

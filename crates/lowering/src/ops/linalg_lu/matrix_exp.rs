@@ -262,7 +262,7 @@ pub(super) fn linalg_matrix_exp(lx: &mut Lower, args: &Args) -> R {
     let work = match a.dtype {
         DType::F32 | DType::F64 | DType::C64 | DType::C128 => a.dtype,
         DType::F16 | DType::BF16 => DType::F32,
-        d => bail!(Runtime, "linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {d:?} ({})", lx.op),
+        d => bail!(NotImplemented, "linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {} ({})", crate::ops::elementwise::type_name(d), lx.op),
     };
     let n = *a.shape.last().unwrap();
     let numel: i64 = a.shape.iter().product();

@@ -48,9 +48,9 @@ pub(super) fn check_float(lx: &Lower, t: &TensorArg, api: &str) -> Result<()> {
         DType::F32 | DType::F64 => Ok(()),
         DType::C64 | DType::C128 => Ok(()),
         DType::F16 | DType::BF16 => {
-            bail!(Runtime, "{api}: Low precision dtypes not supported. Got {:?} ({} on tpu supports float32/float64/complex64/complex128)", t.dtype, lx.op)
+            bail!(NotImplemented, "{api}: Low precision dtypes not supported. Got {} ({} on tpu supports float32/float64/complex64/complex128)", crate::ops::elementwise::type_name(t.dtype), lx.op)
         }
-        d => bail!(Runtime, "{api}: Expected a floating point or complex tensor as input. Got {d:?} ({})", lx.op),
+        d => bail!(NotImplemented, "{api}: Expected a floating point or complex tensor as input. Got {} ({})", crate::ops::elementwise::type_name(d), lx.op),
     }
 }
 

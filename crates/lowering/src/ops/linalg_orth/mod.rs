@@ -60,10 +60,10 @@ pub(super) fn check_matrix(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> 
         bail!(Runtime, "{}: The input tensor {what} must have at least 2 dimensions.", lx.op);
     }
     if !t.dtype.is_float() && !t.dtype.is_complex() {
-        bail!(Runtime, "{}: Expected a floating point or complex tensor as input. Got {:?}", lx.op, t.dtype);
+        bail!(NotImplemented, "{}: Expected a floating point or complex tensor as input. Got {}", lx.op, crate::ops::elementwise::type_name(t.dtype));
     }
     if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
-        bail!(Runtime, "{}: Low precision dtypes not supported. Got {:?} for {what}", lx.op, t.dtype);
+        bail!(NotImplemented, "{}: Low precision dtypes not supported. Got {} for {what}", lx.op, crate::ops::elementwise::type_name(t.dtype));
     }
     Ok(())
 }
