@@ -31,10 +31,7 @@ fn square(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> {
         bail!(Runtime, "{}: {what} must be batches of square matrices, but they are {} by {} matrices",
             lx.op, t.shape.get(r.wrapping_sub(2)).copied().unwrap_or(0), t.shape.last().copied().unwrap_or(0));
     }
-    if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
-        bail!(NotImplemented, "{}: Low precision dtypes not supported. Got {} for {what} (tpu supports float32/float64/complex64/complex128)", lx.op, crate::ops::elementwise::type_name(t.dtype));
-    }
-    Ok(())
+    super::lapack_dtypes::check(lx.op, t.dtype)
 }
 
 /// Keeps the lower (or upper) triangle of `x`, zeroing the rest.

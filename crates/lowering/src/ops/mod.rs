@@ -18,6 +18,7 @@ mod amp;
 mod foreach;
 mod group_norm;
 mod indexing;
+mod lapack_dtypes;
 mod linalg;
 mod linalg_lu;
 mod linalg_orth;

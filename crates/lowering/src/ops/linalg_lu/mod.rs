@@ -44,14 +44,7 @@ pub(super) fn check_float(lx: &Lower, t: &TensorArg, api: &str) -> Result<()> {
     if t.shape.len() < 2 {
         bail!(Runtime, "{api}: The input tensor A must have at least 2 dimensions. ({})", lx.op);
     }
-    match t.dtype {
-        DType::F32 | DType::F64 => Ok(()),
-        DType::C64 | DType::C128 => Ok(()),
-        DType::F16 | DType::BF16 => {
-            bail!(NotImplemented, "{api}: Low precision dtypes not supported. Got {} ({} on tpu supports float32/float64/complex64/complex128)", crate::ops::elementwise::type_name(t.dtype), lx.op)
-        }
-        d => bail!(NotImplemented, "{api}: Expected a floating point or complex tensor as input. Got {} ({})", crate::ops::elementwise::type_name(d), lx.op),
-    }
+    super::lapack_dtypes::check(api, t.dtype)
 }
 
 /// Checks that `t` is a batch of square matrices.

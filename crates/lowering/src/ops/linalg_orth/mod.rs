@@ -59,13 +59,7 @@ pub(super) fn check_matrix(lx: &Lower, t: &TensorArg, what: &str) -> Result<()> 
     if t.shape.len() < 2 {
         bail!(Runtime, "{}: The input tensor {what} must have at least 2 dimensions.", lx.op);
     }
-    if !t.dtype.is_float() && !t.dtype.is_complex() {
-        bail!(NotImplemented, "{}: Expected a floating point or complex tensor as input. Got {}", lx.op, crate::ops::elementwise::type_name(t.dtype));
-    }
-    if !matches!(t.dtype, DType::F32 | DType::F64 | DType::C64 | DType::C128) {
-        bail!(NotImplemented, "{}: Low precision dtypes not supported. Got {} for {what}", lx.op, crate::ops::elementwise::type_name(t.dtype));
-    }
-    Ok(())
+    super::lapack_dtypes::check(lx.op, t.dtype)
 }
 
 /// Flattens the batch dims of `[.., m, n]` into one: returns the `[B, m, n]`
