@@ -141,13 +141,40 @@ BAD_VALUES = {
         lambda d: torch.nn.functional.embedding_bag(
             torch.tensor([1, 2, 3, 4], device=d), torch.ones(10, 3, device=d), torch.tensor([1, 2], device=d)
         ),
-        "offsets\\[0\\] has to be 0",
+        "offsets\\[0\\] has to be 0, .* However, got 1\\b",
+    ),
+    "embedding_bag index out of range": (
+        lambda d: torch.nn.functional.embedding_bag(
+            torch.tensor([0, 7, 9], device=d), torch.ones(3, 2, device=d), torch.tensor([0], device=d)
+        ),
+        "Index 1 of input takes value 7 which is not in the valid range \\[0, 3\\)",
+    ),
+    "lu_solve with a pivot below 1": (
+        lambda d: torch.linalg.lu_solve(torch.eye(3, device=d), torch.tensor([1, 0, 3], dtype=torch.int32, device=d),
+                                        torch.ones(3, 1, device=d)),
+        "Pivots given to lu_solve must all be greater or equal to 1",
+    ),
+    "lu_solve with a pivot past n": (
+        lambda d: torch.linalg.lu_solve(torch.eye(3, device=d), torch.tensor([1, 2, 4], dtype=torch.int32, device=d),
+                                        torch.ones(3, 1, device=d)),
+        "Pivots given to lu_solve must all be smaller or equal to LU.size\\(-2\\)",
+    ),
+    "conv_transpose2d with output_padding >= stride": (
+        lambda d: torch.nn.functional.conv_transpose2d(torch.ones(1, 1, 3, 3, device=d), torch.ones(1, 1, 2, 2, device=d),
+                                                       stride=(2, 1), output_padding=(1, 1)),
+        "output padding must be smaller than either stride or dilation, but got output_padding_height: 1 "
+        "output_padding_width: 1 stride_height: 2 stride_width: 1 dilation_height: 1 dilation_width: 1",
+    ),
+    "conv_transpose1d with output_padding >= stride": (
+        lambda d: torch.nn.functional.conv_transpose1d(torch.ones(1, 1, 3, device=d), torch.ones(1, 1, 2, device=d),
+                                                       stride=2, output_padding=2),
+        "output_padding_height: 0 output_padding_width: 2 stride_height: 1 stride_width: 2",
     ),
     "embedding_bag last offset": (
         lambda d: torch.nn.functional.embedding_bag(
             torch.tensor([1, 2, 3, 4], device=d), torch.ones(10, 3, device=d), torch.tensor([0, 5], device=d)
         ),
-        "offsets\\[-1\\] can not be greater than input's length 4",
+        "offsets\\[-1\\] can not be greater than input's length 4 but got offsets\\[-1\\] of 5",
     ),
     # Integer division by zero (XLA would return garbage, as CUDA does).
     "floor_divide by zero": (lambda d: torch.tensor([5, -5], device=d) // torch.tensor([0, 2], device=d), "ZeroDivisionError"),
@@ -230,6 +257,44 @@ def test_bad_values_seen_on_the_device_raise_what_the_cpu_raises(name, mode):
     assert type(raised.value) is RuntimeError  # not IndexError, nor a subclass such as NotImplementedError
     device_still_works()
     torch.tpu.synchronize()  # raised once, not again
+
+
+BAD_INDICES = {
+    # name: (the op, what the CPU says, quoting the first bad value)
+    "cross_entropy target": (
+        lambda d: torch.nn.functional.cross_entropy(torch.zeros(3, 4, device=d), torch.tensor([0, 5, 9], device=d)),
+        "Target 5 is out of bounds",
+    ),
+    "nll_loss negative target": (
+        lambda d: torch.nn.functional.nll_loss(torch.zeros(3, 4, device=d), torch.tensor([0, -3, 9], device=d)),
+        "Target -3 is out of bounds",
+    ),
+    "cross_entropy 2d target": (
+        lambda d: torch.nn.functional.cross_entropy(
+            torch.zeros(2, 3, 2, 2, device=d), torch.tensor([[[0, 1], [2, 1]], [[1, 1], [1, 7]]], device=d)),
+        "Target 7 is out of bounds",
+    ),
+    "index_reduce_ index": (
+        lambda d: torch.zeros(3, device=d).index_reduce_(0, torch.tensor([0, 5], device=d), torch.ones(2, device=d), "prod"),
+        "index out of range in self",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+@pytest.mark.parametrize("name", list(BAD_INDICES))
+def test_bad_indices_raise_the_cpus_index_error_and_quote_the_value(name, mode):
+    op, message = BAD_INDICES[name]
+    with pytest.raises(IndexError, match=message) as raised:
+        op("cpu")
+    assert type(raised.value) is IndexError
+    torch_tpu_rs.set_eager_mode(mode)
+    with pytest.raises(IndexError, match=message) as raised:
+        op("tpu")
+        torch.tpu.synchronize()
+    assert type(raised.value) is IndexError
+    device_still_works()
+    torch.tpu.synchronize()
 
 
 def test_embedding_bag_offsets_that_decrease_are_refused():

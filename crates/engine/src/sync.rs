@@ -14,13 +14,23 @@ pub struct PendingChecks {
     list: Mutex<Vec<(Arc<pjrt::Buffer>, String)>>,
 }
 
-/// Reads one flag; Err with the message when it is set.
+/// Reads one flag; Err with the message when it is set. A check that
+/// quotes device values (`Lower::check_quoting`) has an i64 vector, the
+/// flag first, instead of one i1.
 pub fn read_flag(flag: &pjrt::Buffer, message: &str) -> Result<()> {
-    let mut byte = [0u8; 1];
-    flag.to_host(&mut byte)?;
-    if byte[0] != 0 {
-        let (kind, message) = lowering::ctx::check_kind(message);
-        return Err(EngineError::new(kind, message.to_string()));
+    let quoted = lowering::check_message::quoted_count(message);
+    let values: Vec<i64> = if quoted == 0 {
+        let mut byte = [0u8; 1];
+        flag.to_host(&mut byte)?;
+        vec![byte[0] as i64]
+    } else {
+        let mut raw = vec![0u8; 8 * (quoted + 1)];
+        flag.to_host(&mut raw)?;
+        raw.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+    };
+    if values[0] != 0 {
+        let (kind, text) = lowering::check_message::raised(message, &values[1..]);
+        return Err(EngineError::new(kind, text));
     }
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! the random-number state.
 use stablehlo::{Builder, DType, TensorType, Value};
 
-use crate::error::Result;
+use crate::check_message;
+use crate::error::{ErrorKind, Result};
 
 pub struct Lower<'a> {
     pub b: &'a mut Builder,
@@ -58,15 +59,30 @@ impl<'a> Lower<'a> {
 
     /// [`Lower::check`] for bad values that are not indices: raises
     /// RuntimeError, as the CPU does (the kind travels in the message, which
-    /// the engine keeps as text; see [`check_kind`]).
+    /// the engine keeps as text; see `check_message`).
     pub fn check_runtime(&mut self, bad: Value, message: String) {
-        self.checks.push((bad, format!("{RUNTIME_CHECK}{message}")));
+        self.checks.push((bad, check_message::encode(ErrorKind::Runtime, 0, &message)));
     }
 
     /// [`Lower::check`] for a singular or indefinite matrix: raises
     /// `torch.linalg.LinAlgError`, as the CPU does.
     pub fn check_linalg(&mut self, bad: Value, message: String) {
-        self.checks.push((bad, format!("{LINALG_CHECK}{message}")));
+        self.checks.push((bad, check_message::encode(ErrorKind::LinAlg, 0, &message)));
+    }
+
+    /// A deferred check whose message quotes numbers only the device knows
+    /// (the bad value, its position), as the CPU's messages do: `values`
+    /// are rank-0 integers, and "{0}", "{1}", ... in `message` become them
+    /// when `bad` is set. Flag and values travel as one i64 vector.
+    pub fn check_quoting(&mut self, kind: ErrorKind, bad: Value, values: &[Value], message: String) -> Result<()> {
+        let mut parts = vec![self.b.convert(bad, DType::I64)?];
+        for &v in values {
+            parts.push(self.b.convert(v, DType::I64)?);
+        }
+        let parts: Vec<Value> = parts.into_iter().map(|p| self.b.reshape(p, &[1])).collect::<std::result::Result<_, _>>()?;
+        let packed = self.b.concatenate(&parts, 0)?;
+        self.checks.push((packed, check_message::encode(kind, values.len(), &message)));
+        Ok(())
     }
 
     /// The random state for this op, reserving `count` values of the stream.
@@ -206,17 +222,3 @@ impl<'a> Lower<'a> {
     }
 }
 
-/// Lead the messages of checks that raise other than IndexError.
-const RUNTIME_CHECK: &str = "\u{0}RuntimeError\u{0}";
-const LINALG_CHECK: &str = "\u{0}LinAlgError\u{0}";
-
-/// The exception a failed check raises, and its message.
-pub fn check_kind(message: &str) -> (crate::ErrorKind, &str) {
-    if let Some(rest) = message.strip_prefix(RUNTIME_CHECK) {
-        (crate::ErrorKind::Runtime, rest)
-    } else if let Some(rest) = message.strip_prefix(LINALG_CHECK) {
-        (crate::ErrorKind::LinAlg, rest)
-    } else {
-        (crate::ErrorKind::Index, message)
-    }
-}

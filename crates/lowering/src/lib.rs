@@ -6,6 +6,7 @@
 //! into values before calling it and writes results back afterwards. Op
 //! families live in `ops/`, one file each; `table` collects them.
 pub mod args;
+pub mod check_message;
 pub mod ctx;
 pub mod dtypes;
 pub mod error;

@@ -62,7 +62,33 @@ fn params(lx: &Lower, args: &Args, first: usize, n: usize) -> Result<Params> {
     if p.padding.iter().any(|&x| x < 0) {
         bail!(Runtime, "{}: negative padding is not supported", lx.op);
     }
+    if p.transposed && (0..n).any(|i| p.output_padding[i] >= p.stride[i] && p.output_padding[i] >= p.dilation[i]) {
+        bail!(Runtime, "{}: {}", lx.op, output_padding_message(&p));
+    }
     Ok(p)
+}
+
+/// The CPU's message for an output padding that is not smaller than the
+/// stride or the dilation (which would add positions no input reaches).
+/// Its 1-d convolutions run as 2-d ones of height 1, and it names them so.
+fn output_padding_message(p: &Params) -> String {
+    let n = p.stride.len();
+    let (mut op, mut stride, mut dil) = (p.output_padding.clone(), p.stride.clone(), p.dilation.clone());
+    if n == 1 {
+        op.insert(0, 0);
+        stride.insert(0, 1);
+        dil.insert(0, 1);
+    }
+    let names = &["depth", "height", "width"][3 - op.len()..];
+    let list = |what: &str, v: &[i64]| -> String {
+        names.iter().zip(v).map(|(d, x)| format!("{what}_{d}: {x}")).collect::<Vec<_>>().join(" ")
+    };
+    format!(
+        "output padding must be smaller than either stride or dilation, but got {} {} {}",
+        list("output_padding", &op),
+        list("stride", &stride),
+        list("dilation", &dil)
+    )
 }
 
 fn check_dtype(lx: &Lower, d: DType) -> Result<()> {

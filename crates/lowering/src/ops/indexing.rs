@@ -62,6 +62,33 @@ pub(crate) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
     Ok(lx.b.reduce_or(v, &dims)?)
 }
 
+/// Whether any element of the i1 `mask` is set, the flat (row-major)
+/// position of the first set one, and `x` there: what a CPU kernel that
+/// checks element by element reports. Position and value are 0 when no
+/// element is set.
+pub(crate) fn first_flagged(lx: &mut Lower, mask: Value, x: Value) -> Result<(Value, Value, Value)> {
+    let n: i64 = lx.shape(mask).iter().product();
+    let mask = lx.b.reshape(mask, &[n])?;
+    let x = lx.cast(x, DType::I64)?;
+    let x = lx.b.reshape(x, &[n])?;
+    let pos = lx.b.iota(DType::I64, &[n], 0)?;
+    let past = lx.b.splat_i64(DType::I64, n, &[n])?;
+    let flagged_pos = lx.b.select(mask, pos, past)?;
+    let first = lx.b.reduce_min(flagged_pos, &[0])?;
+    let any = lx.b.reduce_or(mask, &[0])?;
+    let zero = lx.b.splat_i64(DType::I64, 0, &[])?;
+    let first = lx.b.select(any, first, zero)?;
+    let at_first = {
+        let firsts = lx.b.broadcast_in_dim(first, &[n], &[])?;
+        let hit = lx.b.compare(pos, firsts, CompareDir::Eq)?;
+        let hit = lx.b.and(hit, mask)?;
+        let zeros = lx.b.splat_i64(DType::I64, 0, &[n])?;
+        lx.b.select(hit, x, zeros)?
+    };
+    let value = lx.b.reduce_sum(at_first, &[0])?;
+    Ok((any, first, value))
+}
+
 /// The exception an out-of-range index raises, as on the CPU: the
 /// gather/scatter family (and index_add) raise RuntimeError, the rest
 /// IndexError.

@@ -93,6 +93,28 @@ fn same_dtype(lx: &Lower, a: &TensorArg, b: &TensorArg, api: &str) -> Result<()>
     Ok(())
 }
 
+/// LAPACK's 1-based pivots must lie in [1, n]: others would index outside
+/// the matrix. Deferred checks (the pivots are device data), raising the
+/// CPU's RuntimeErrors in its order.
+fn check_pivots(lx: &mut Lower, piv: Value, dtype: DType, n: i64) -> Result<()> {
+    let shape = lx.shape(piv);
+    let one = lx.b.splat_i64(dtype, 1, &shape)?;
+    let below = lx.b.compare(piv, one, CompareDir::Lt)?;
+    let below = any(lx, below)?;
+    lx.check_runtime(below, format!(
+        "{}: Pivots given to lu_solve must all be greater or equal to 1. Did you properly pass the result of lu_factor?",
+        lx.op
+    ));
+    let size = lx.b.splat_i64(dtype, n, &shape)?;
+    let above = lx.b.compare(piv, size, CompareDir::Gt)?;
+    let above = any(lx, above)?;
+    lx.check_runtime(above, format!(
+        "{}: Pivots given to lu_solve must all be smaller or equal to LU.size(-2). Did you properly pass the result of lu_factor?",
+        lx.op
+    ));
+    Ok(())
+}
+
 /// linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False)
 pub(super) fn linalg_lu_solve(lx: &mut Lower, args: &Args) -> R {
     let (lu, piv, b) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
@@ -115,6 +137,7 @@ pub(super) fn linalg_lu_solve(lx: &mut Lower, args: &Args) -> R {
         bail!(Runtime, "{API}: Expected LU.shape[:-1] == pivots.shape and pivots of dtype int32. Got LU {:?}, pivots {:?} {:?} ({})",
             lu.shape, piv.shape, piv.dtype, lx.op);
     }
+    check_pivots(lx, piv.value, piv.dtype, n)?;
     let (lu3, piv2, b3, batch) = broadcast3(lx, lu.value, piv.value, b.value)?;
     let perm = perm_from_pivots(lx, piv2, n)?;
     let x = solve_any(lx, lu3, perm, b3, left, adjoint)?;

@@ -8,7 +8,7 @@ use super::cmp;
 use crate::args::{Arg, Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::ops::elementwise::{not_for, wide};
 
 type R = Result<Vec<Value>>;
@@ -50,14 +50,21 @@ fn check_offsets(lx: &mut Lower, offsets: &TensorArg, n: i64) -> Result<()> {
     let first = lx.b.reshape(first, &[])?;
     let bad = cmp(lx, first, 0.0, CompareDir::Ne)?;
     let op = lx.op;
-    lx.check_runtime(
+    lx.check_quoting(
+        ErrorKind::Runtime,
         bad,
-        format!("{op}: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0"),
-    );
+        &[first],
+        format!("{op}: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, got {{0}}"),
+    )?;
     let last = lx.b.slice(off, &[k - 1], &[k], &[1])?;
     let last = lx.b.reshape(last, &[])?;
     let bad = cmp(lx, last, n as f64, CompareDir::Gt)?;
-    lx.check_runtime(bad, format!("{op}: offsets[-1] can not be greater than input's length {n}"));
+    lx.check_quoting(
+        ErrorKind::Runtime,
+        bad,
+        &[last],
+        format!("{op}: offsets[-1] can not be greater than input's length {n} but got offsets[-1] of {{0}}"),
+    )?;
     if k > 1 {
         let before = lx.b.slice(off, &[0], &[k - 1], &[1])?;
         let after = lx.b.slice(off, &[1], &[k], &[1])?;
@@ -66,6 +73,25 @@ fn check_offsets(lx: &mut Lower, offsets: &TensorArg, n: i64) -> Result<()> {
         lx.check_runtime(bad, format!("{op}: offsets must not decrease (bag b spans indices[offsets[b]:offsets[b+1]])"));
     }
     Ok(())
+}
+
+/// The CPU's check of `indices` (RuntimeError, quoting the first index out
+/// of range and its position), ahead of index_select's own IndexError.
+fn check_indices(lx: &mut Lower, idx: V, n: i64, rows: i64) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let below = cmp(lx, idx, 0.0, CompareDir::Lt)?;
+    let above = cmp(lx, idx, rows as f64, CompareDir::Ge)?;
+    let bad = lx.b.or(below, above)?;
+    let (bad, pos, value) = crate::ops::indexing::first_flagged(lx, bad, idx)?;
+    let op = lx.op;
+    lx.check_quoting(
+        ErrorKind::Runtime,
+        bad,
+        &[pos, value],
+        format!("{op}: Index {{0}} of input takes value {{1}} which is not in the valid range [0, {rows})"),
+    )
 }
 
 /// The rows weight[indices], [n, D], in the accumulation type.
@@ -110,6 +136,7 @@ pub(super) fn embedding_bag(lx: &mut Lower, args: &Args) -> R {
     let nb = if last { offsets.shape[0] - 1 } else { offsets.shape[0] };
     check_offsets(lx, &offsets, n)?;
     let idx = lx.cast(indices.value, DType::I64)?;
+    check_indices(lx, idx, n, weight.shape[0])?;
     let w = wide(weight.dtype);
     let mut rows = gathered_rows(lx, &weight, idx, n)?;
     if let Some(p) = psw {

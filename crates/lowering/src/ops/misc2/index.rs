@@ -43,6 +43,9 @@ pub(super) fn index_reduce(lx: &mut Lower, args: &Args) -> R {
     let src_v = lx.b.reshape(src.value, &us)?;
     let idx = lx.cast(index.value, DType::I64)?;
     let idx = lx.b.reshape(idx, &[k])?;
+    // IndexError as on the CPU, ahead of scatter_reduce's RuntimeError.
+    let what = crate::ops::indexing::shapes(&t, &index);
+    let idx = crate::ops::indexing::checked(lx, idx, ss[d], d, false, &what, crate::ops::indexing::OutOfRange::IndexError)?;
     let idx = lx.b.broadcast_in_dim(idx, &us, &[d as i64])?;
     let sub = Args {
         op: args.op.clone(),

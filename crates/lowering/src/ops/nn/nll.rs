@@ -6,7 +6,7 @@ use super::{along, float_only};
 use crate::args::Args;
 use crate::bail;
 use crate::ctx::Lower;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::ops::reduce::{acc, unreduce};
 
 /// What the nll_loss forward and backward share.
@@ -65,9 +65,9 @@ fn nll_setup(lx: &mut Lower, args: &Args, first: usize) -> Result<Nll> {
     let hi = lx.b.compare(tgt, cc, CompareDir::Ge)?;
     let oob = lx.b.or(lo, hi)?;
     let bad = lx.b.and(oob, valid)?;
-    let all: Vec<i64> = (0..tshape.len() as i64).collect();
-    let bad = lx.b.reduce_or(bad, &all)?;
-    lx.check(bad, format!("{}: Target is out of bounds (number of classes {c}).", lx.op));
+    let (bad, _, target) = crate::ops::indexing::first_flagged(lx, bad, tgt)?;
+    // As the CPU's kernel, which checks target by target, quote the first.
+    lx.check_quoting(ErrorKind::Index, bad, &[target], format!("{}: Target {{0}} is out of bounds (number of classes {c}).", lx.op))?;
     let cdim = cdim as i64;
     let cls = lx.b.iota(DType::I64, &x.shape, cdim)?;
     let tb = along(lx, tgt, &x.shape, &[cdim])?;
