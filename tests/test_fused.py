@@ -284,7 +284,7 @@ def test_host_upload_mid_graph_keeps_the_graph_and_the_order():
 
 def test_recompile_for_new_sizes_is_named(fused):
     # A graph whose ops repeat with another batch size compiles again (Fused
-    # Eager has no shape buckets yet); the metrics say why. (With a warm disk
+    # Eager sees concrete sizes only); the metrics say why. (With a warm disk
     # cache the programs load instead of compiling; CI's cache starts empty.)
     key = "new sizes or dtypes for a graph seen before"
     w = torch.randn(16, 8, device="tpu")
@@ -302,6 +302,28 @@ def test_recompile_for_new_sizes_is_named(fused):
     compiled = after["compiles"] - before["compiles"]
     assert compiled + after["cache_hits_disk"] - before["cache_hits_disk"] == 2
     assert after["recompile_reasons"].get(key, 0) - before["recompile_reasons"].get(key, 0) == compiled
+
+
+def test_a_graph_built_for_a_fourth_size_says_once_how_to_avoid_it(fused):
+    """Fused Eager compiles per size (it sees concrete sizes only); when one
+    graph has been built for 4 sizes it warns, once for that graph, and
+    points at torch.compile(dynamic=True), which buckets sizes."""
+    import warnings
+
+    w = torch.randn(6, 5, device="tpu")
+    torch.tpu.synchronize()
+    hints = []
+    for batch in (2, 3, 4, 5, 6, 7):
+        x = torch.randn(batch, 6)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = (x.to("tpu") @ w).sigmoid().mul(3.0).erf().sum(0).cpu()
+        torch.testing.assert_close(got, (x @ w.cpu()).sigmoid().mul(3.0).erf().sum(0))
+        hints += [(batch, str(c.message)) for c in caught if "different sizes" in str(c.message)]
+    assert len(hints) == 1, hints
+    batch, message = hints[0]
+    assert batch == 5  # the fourth size
+    assert "for 4 different sizes" in message and 'torch.compile(model, backend="tpu", dynamic=True)' in message
 
 
 def test_slicing_at_a_new_offset_each_step_stops_compiling(fused):

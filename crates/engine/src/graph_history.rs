@@ -62,19 +62,44 @@ pub enum Novelty {
     NewLiveness,
 }
 
+/// Per op sequence: the sizes compiled for it, each with its view offsets.
+type Seen = HashMap<u64, HashMap<u64, HashSet<u64>>>;
+static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+
 /// Records `key` as compiled and says what is new about it.
 pub fn note_compile(key: &GraphKey) -> Novelty {
-    static SEEN: Mutex<Option<HashMap<u64, HashMap<u64, HashSet<u64>>>>> = Mutex::new(None);
     let mut guard = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     let by_ops = guard.get_or_insert_with(HashMap::new);
     let known_ops = by_ops.contains_key(&key.ops);
     let by_shapes = by_ops.entry(key.ops).or_default();
     let known_shapes = by_shapes.contains_key(&key.shapes);
     let new_offsets = by_shapes.entry(key.shapes).or_default().insert(key.offsets);
-    match (known_ops, known_shapes, new_offsets) {
+    let novelty = match (known_ops, known_shapes, new_offsets) {
         (false, _, _) => Novelty::NewOps,
         (true, false, _) => Novelty::NewSizes,
         (true, true, true) => Novelty::NewOffsets,
         (true, true, false) => Novelty::NewLiveness,
+    };
+    let hint = novelty == Novelty::NewSizes && by_shapes.len() == SIZES_BEFORE_HINT;
+    drop(guard); // a warning may run Python code
+    if hint {
+        crate::python_warning::warn(&changing_sizes_hint(SIZES_BEFORE_HINT));
     }
+    novelty
+}
+
+/// Fused Eager records concrete sizes, so each new size of a step compiles
+/// a new program (bucketing needs the symbolic sizes only Dynamo traces).
+/// When one graph has compiled for this many sizes, say once, for that
+/// graph, what avoids it.
+pub const SIZES_BEFORE_HINT: usize = 4;
+
+fn changing_sizes_hint(sizes: usize) -> String {
+    format!(
+        "Fused Eager has built the same graph of ops for {sizes} different sizes: each new batch or sequence size \
+         needs a new program, compiled or loaded from the disk cache (counted in \
+         torch_tpu_rs.metrics()['recompile_reasons']). For sizes that change \
+         from step to step, compile the model with torch.compile(model, backend=\"tpu\", dynamic=True): its \
+         programs are bucketed by powers of two, so sizes 1 to 512 need at most 10 programs."
+    )
 }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod mode;
 pub mod pinned_host;
 pub mod program;
+pub mod python_warning;
 pub mod replay;
 pub mod runtime;
 pub mod scalars;

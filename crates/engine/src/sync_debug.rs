@@ -4,22 +4,12 @@
 //! or, in Fused Eager, cuts graphs. `torch.tpu.synchronize()` is never
 //! reported: the program asked for it.
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
 
 use crate::error::{EngineError, Result};
 use crate::runtime::Engine;
 
 /// 0: off, 1: warn, 2: error (torch.cuda's values).
 static MODE: AtomicU8 = AtomicU8::new(0);
-
-/// Emits a Python warning (set by the extension: C++'s TORCH_WARN reaches
-/// Python from any thread, with or without the GIL).
-pub type WarnHook = fn(&str);
-static WARN_HOOK: OnceLock<WarnHook> = OnceLock::new();
-
-pub fn set_warn_hook(hook: WarnHook) {
-    let _ = WARN_HOOK.set(hook);
-}
 
 pub fn set_mode(mode: u8) {
     MODE.store(mode.min(2), Ordering::Relaxed);
@@ -35,11 +25,7 @@ pub fn implicit_host_sync(engine: &Engine, source: &str) -> Result<()> {
     let message = || format!("called a synchronizing tpu operation: {source} (torch.tpu.set_sync_debug_mode)");
     match mode() {
         0 => {}
-        1 => {
-            if let Some(warn) = WARN_HOOK.get() {
-                warn(&message());
-            }
-        }
+        1 => crate::python_warning::warn(&message()),
         _ => return Err(EngineError::runtime(message())),
     }
     engine.metrics.host_sync(source);

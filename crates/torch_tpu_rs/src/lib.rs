@@ -383,7 +383,7 @@ fn lowered_ops() -> Vec<&'static str> {
 #[pymodule]
 fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::dispatch::set_generator_hook(generator_next);
-    engine::sync_debug::set_warn_hook(warn);
+    engine::python_warning::set_hook(warn);
     // Ops whose default kernel on PrivateUse1 is a composite or a stub, so
     // the fallback never sees them: the `_foreach_*` family (a per-tensor
     // loop), layer norm (goes through batch norm), and convolution.
