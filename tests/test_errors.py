@@ -420,3 +420,52 @@ def test_linalg_on_dtypes_lapack_lacks_raises_not_implemented_like_the_cpu(case)
         make("tpu")
         torch.tpu.synchronize()
     device_still_works()
+
+
+# Writes through a view whose elements share memory (an expanded tensor).
+# PyTorch's CPU kernels refuse those that go through TensorIterator or check
+# their result; the others write. `None`: the CPU writes, and the values
+# depend on its write order (a reduction accumulating into its out=).
+OVERLAPPING_WRITES = {
+    "add out=": (lambda d, out: torch.add(torch.ones(2, 3, device=d), 1, out=out), True),
+    "exp out=": (lambda d, out: torch.exp(torch.ones(2, 3, device=d), out=out), True),
+    "where out=": (lambda d, out: torch.where(torch.ones(2, 3, device=d) > 0, torch.ones(2, 3, device=d),
+                                              torch.zeros(2, 3, device=d), out=out), True),
+    "mul_": (lambda d, out: out.mul_(2), True),
+    "copy_": (lambda d, out: out.copy_(torch.ones(2, 3, device=d)), True),
+    "copy_ from the CPU": (lambda d, out: out.copy_(torch.ones(2, 3)), True),
+    "uniform_": (lambda d, out: out.uniform_(), True),
+    "bernoulli_": (lambda d, out: out.bernoulli_(0.5), True),
+    "mm out=": (lambda d, out: torch.mm(torch.ones(2, 4, device=d), torch.ones(4, 3, device=d), out=out), True),
+    "cat out=": (lambda d, out: torch.cat([torch.ones(1, 3, device=d)] * 2, out=out), True),
+    "fill_": (lambda d, out: out.fill_(1), False),
+    "zero_": (lambda d, out: out.zero_(), False),
+    "sum out=": (lambda d, out: torch.sum(torch.ones(2, 3, 4, device=d), -1, out=out), None),
+}
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("case", list(OVERLAPPING_WRITES))
+def test_writes_through_expanded_views_are_refused_where_the_cpu_refuses_them(case, mode):
+    op, refused = OVERLAPPING_WRITES[case]
+    message = "more than one element of the written-to tensor refers to a single memory location"
+    cpu_base = torch.zeros(3)
+    if refused:
+        with pytest.raises(RuntimeError, match=message):
+            op("cpu", cpu_base.expand(2, 3))
+    else:
+        op("cpu", cpu_base.expand(2, 3))
+    torch_tpu_rs.set_eager_mode(mode)
+    try:
+        base = torch.zeros(3, device="tpu")
+        if refused:
+            with pytest.raises(RuntimeError, match=message):
+                op("tpu", base.expand(2, 3))
+            assert base.cpu().tolist() == [0.0, 0.0, 0.0]  # refused before writing anything
+        else:
+            op("tpu", base.expand(2, 3))
+            if refused is False:
+                assert torch.equal(base.cpu(), cpu_base), (base.cpu(), cpu_base)
+    finally:
+        torch_tpu_rs.set_eager_mode("strict")
+    device_still_works()

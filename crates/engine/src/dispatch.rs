@@ -138,6 +138,7 @@ pub fn run_now(call: &Call) -> Result<Vec<RetValue>> {
 
 fn run_in(call: &Call, fused_mode: bool) -> Result<Vec<RetValue>> {
     crate::fork::refuse_in_child()?;
+    crate::write_overlap::check(call)?;
     if let Some(rets) = crate::cross_device::handle(call, |local| run_in(local, fused_mode))? {
         return Ok(rets);
     }

@@ -33,6 +33,7 @@ pub mod storage;
 pub mod sync;
 pub mod sync_debug;
 pub mod transfer;
+pub mod write_overlap;
 pub mod xla_cpu_flags;
 
 pub use error::{EngineError, Result};
