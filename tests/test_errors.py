@@ -259,8 +259,28 @@ def test_bad_values_seen_on_the_device_raise_what_the_cpu_raises(name, mode):
     torch.tpu.synchronize()  # raised once, not again
 
 
+def _T(v, d):
+    return torch.tensor(v, device=d)
+
+
 BAD_INDICES = {
-    # name: (the op, what the CPU says, quoting the first bad value)
+    # name: (the op, what the CPU says, quoting the first bad value[, the
+    # exception when not IndexError])
+    "advanced indexing": (lambda d: torch.zeros(3, device=d)[_T([0, 5, 9], d)],
+                          "index 5 is out of bounds for dimension 0 with size 3"),
+    "advanced indexing, negative": (lambda d: torch.zeros(3, device=d)[_T([0, -5], d)],
+                                    "index -5 is out of bounds for dimension 0 with size 3"),
+    "index_put_": (lambda d: torch.zeros(3, device=d).index_put_((_T([7], d),), _T(1.0, d)),
+                   "index 7 is out of bounds for dimension 0 with size 3"),
+    "index_copy": (lambda d: torch.zeros(3, device=d).index_copy(0, _T([0, 5], d), torch.ones(2, device=d)),
+                   "index 5 is out of bounds for dimension 0 with size 3"),
+    "index_select": (lambda d: torch.zeros(3, device=d).index_select(0, _T([0, 5], d)), "index out of range in self"),
+    "put_": (lambda d: torch.zeros(3, device=d).put_(_T([0, 5], d), torch.ones(2, device=d)),
+             "tried to access index 5 on a tensor of 3 elements"),
+    "gather": (lambda d: torch.zeros(3, device=d).gather(0, _T([0, 5], d)),
+               "index 5 is out of bounds for dimension 0 with size 3", RuntimeError),
+    "scatter_add": (lambda d: torch.zeros(3, device=d).scatter_add(0, _T([0, 5], d), torch.ones(2, device=d)),
+                    "index 5 is out of bounds for dimension 0 with size 3", RuntimeError),
     "cross_entropy target": (
         lambda d: torch.nn.functional.cross_entropy(torch.zeros(3, 4, device=d), torch.tensor([0, 5, 9], device=d)),
         "Target 5 is out of bounds",
@@ -283,16 +303,17 @@ BAD_INDICES = {
 
 @pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
 @pytest.mark.parametrize("name", list(BAD_INDICES))
-def test_bad_indices_raise_the_cpus_index_error_and_quote_the_value(name, mode):
-    op, message = BAD_INDICES[name]
-    with pytest.raises(IndexError, match=message) as raised:
+def test_bad_indices_raise_the_cpus_error_and_quote_the_value(name, mode):
+    op, message, *kind = BAD_INDICES[name]
+    kind = kind[0] if kind else IndexError
+    with pytest.raises(kind, match=message) as raised:
         op("cpu")
-    assert type(raised.value) is IndexError
+    assert type(raised.value) is kind
     torch_tpu_rs.set_eager_mode(mode)
-    with pytest.raises(IndexError, match=message) as raised:
+    with pytest.raises(kind, match=message) as raised:
         op("tpu")
         torch.tpu.synchronize()
-    assert type(raised.value) is IndexError
+    assert type(raised.value) is kind
     device_still_works()
     torch.tpu.synchronize()
 

@@ -14,7 +14,7 @@ use stablehlo::{CompareDir, DType, GatherDims, Value};
 use crate::args::{norm_dim, Args, TensorArg};
 use crate::bail;
 use crate::ctx::Lower;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::op;
 use crate::table::OpEntry;
 
@@ -120,20 +120,24 @@ pub(super) fn checked(
     let below = lx.b.compare(idx, lo, CompareDir::Lt)?;
     let above = lx.b.compare(idx, hi, CompareDir::Ge)?;
     let bad = lx.b.or(below, above)?;
-    let flag = any(lx, bad)?;
+    // The CPU's kernels name the first bad index ("index 5 is out of bounds
+    // for dimension 0 with size 3") or say "index out of range in self":
+    // the message has both, and the valid range.
+    let (flag, _, value) = first_flagged(lx, bad, idx)?;
     let message = format!(
-        "{}: index out of range in self: an index is outside [{lo_v}, {size}) for dimension {dim} with size {size} ({what})",
+        "{}: index out of range in self: index {{0}} is out of bounds for dimension {dim} with size {size} \
+         (valid: [{lo_v}, {size}); {what})",
         lx.op
     );
     match raises {
-        OutOfRange::IndexError => lx.check(flag, message),
-        OutOfRange::RuntimeError => lx.check_runtime(flag, message),
+        OutOfRange::IndexError => lx.check_quoting(ErrorKind::Index, flag, &[value], message)?,
+        OutOfRange::RuntimeError => lx.check_quoting(ErrorKind::Runtime, flag, &[value], message)?,
         OutOfRange::RuntimeErrorWhen(runtime) => {
             let as_runtime = lx.b.and(flag, runtime)?;
             let not_runtime = lx.b.not(runtime)?;
             let as_index = lx.b.and(flag, not_runtime)?;
-            lx.check_runtime(as_runtime, message.clone());
-            lx.check(as_index, message);
+            lx.check_quoting(ErrorKind::Runtime, as_runtime, &[value], message.clone())?;
+            lx.check_quoting(ErrorKind::Index, as_index, &[value], message)?;
         }
     }
     if !wrap {

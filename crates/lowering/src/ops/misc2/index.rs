@@ -133,8 +133,13 @@ pub(super) fn put(lx: &mut Lower, args: &Args) -> R {
     let lo = cmp(lx, idx, -(n as f64), CompareDir::Lt)?;
     let hi = cmp(lx, idx, n as f64, CompareDir::Ge)?;
     let bad = lx.b.or(lo, hi)?;
-    let bad = lx.b.reduce_or(bad, &[0])?;
-    lx.check(bad, format!("{}: put_(): index out of range for tensor of {n} elements", lx.op));
+    let (bad, _, value) = crate::ops::indexing::first_flagged(lx, bad, idx)?;
+    lx.check_quoting(
+        crate::ErrorKind::Index,
+        bad,
+        &[value],
+        format!("{}: put_(): out of range: tried to access index {{0}} on a tensor of {n} elements.", lx.op),
+    )?;
     let neg = cmp(lx, idx, 0.0, CompareDir::Lt)?;
     let nn = lx.full(DType::I64, n as f64, &[k])?;
     let wrapped = lx.b.add(idx, nn)?;
