@@ -370,7 +370,9 @@ def test_sparse_tensors_get_a_clear_error_and_the_device_keeps_working():
 @pytest.mark.parametrize("case", ["copy_", "add", "copy_into_smaller", "solve_triangular_vector", "solve_triangular", "solve_triangular_right", "mode_empty", "unique_dim",
                                   "index_select_float_index", "masked_scatter_short_source", "sort_int32_indices",
                                   "topk_double_values", "max_dim_float_indices", "cat_into_long",
-                                  "index_select_into_double", "index_select_into_long", "svd_driver"])
+                                  "index_select_into_double", "index_select_into_long", "svd_driver",
+                                  "arange_step_sign", "arange_zero_step", "kthvalue_k", "randint_empty_range",
+                                  "layer_norm_shape", "max_of_empty", "masked_fill_float_mask"])
 def test_messages_read_like_the_cpus(case):
     """Errors the lowering raises say what PyTorch's CPU kernels say, in
     PyTorch's terms (no StableHLO types, no internal op names), and raise
@@ -407,6 +409,13 @@ def test_messages_read_like_the_cpus(case):
             torch.ones(5, 3, device=d), 0, torch.tensor([1], device=d), out=torch.empty(1, 3, dtype=torch.long, device=d)),
         # driver= is for cuSOLVER only.
         "svd_driver": lambda d: torch.linalg.svd(torch.ones(3, 2, device=d), driver="gesvd"),
+        "arange_step_sign": lambda d: torch.arange(0, 10, -1, device=d),
+        "arange_zero_step": lambda d: torch.arange(0, 10, 0, device=d),
+        "kthvalue_k": lambda d: torch.zeros(3, device=d).kthvalue(5),
+        "randint_empty_range": lambda d: torch.randint(5, 5, (3,), device=d),
+        "layer_norm_shape": lambda d: torch.nn.functional.layer_norm(torch.zeros(2, 3, device=d), (4,)),
+        "max_of_empty": lambda d: torch.zeros(0, device=d).max(),
+        "masked_fill_float_mask": lambda d: torch.zeros(3, device=d).masked_fill(torch.zeros(3, device=d), 1.0),
     }[case]
     with pytest.raises(Exception) as cpu:
         make("cpu")

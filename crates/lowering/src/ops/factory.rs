@@ -66,7 +66,7 @@ fn arange(lx: &mut Lower, args: &Args) -> Result<Vec<Value>> {
     if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
         bail!(
             Runtime,
-            "{}: upper bound and larger bound inconsistent with step sign",
+            "{}: upper bound and lower bound inconsistent with step sign",
             lx.op
         );
     }
