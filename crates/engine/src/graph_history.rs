@@ -92,7 +92,7 @@ pub fn note_compile(key: &GraphKey) -> Novelty {
 /// a new program (bucketing needs the symbolic sizes only Dynamo traces).
 /// When one graph has compiled for this many sizes, say once, for that
 /// graph, what avoids it.
-pub const SIZES_BEFORE_HINT: usize = 4;
+const SIZES_BEFORE_HINT: usize = 4;
 
 fn changing_sizes_hint(sizes: usize) -> String {
     format!(

@@ -3,9 +3,9 @@
 //! the order of the writes. Its CPU and CUDA kernels check this in
 //! TensorIterator, so for the ops that go through it: pointwise ops (their
 //! out= and in-place forms), copy_, where's out=, and the random in-place
-//! fills; and a few kernels check their result themselves (mm, addmm, cat,
-//! sort, gather). fill_, zero_, reductions, bmm and index_put_ do not. Ops reach
-//! the engine without TensorIterator, so it checks the same set here.
+//! fills; a few kernels check their result themselves (mm, addmm, cat,
+//! sort, gather). fill_, zero_, reductions, bmm and index_put_ do not.
+//! Ops reach the engine without TensorIterator, so it checks that set here.
 use crate::call::{Call, CallValue, TensorRef};
 use crate::error::{EngineError, Result};
 
