@@ -64,10 +64,15 @@ pub(crate) fn any(lx: &mut Lower, v: Value) -> Result<Value> {
 
 /// Whether any element of the i1 `mask` is set, the flat (row-major)
 /// position of the first set one, and `x` there: what a CPU kernel that
-/// checks element by element reports. Position and value are 0 when no
-/// element is set.
+/// checks element by element reports. One reduction (the position) and a
+/// one-element slice; position and value mean nothing when none is set.
 pub(crate) fn first_flagged(lx: &mut Lower, mask: Value, x: Value) -> Result<(Value, Value, Value)> {
     let n: i64 = lx.shape(mask).iter().product();
+    let zero = lx.b.splat_i64(DType::I64, 0, &[])?;
+    if n == 0 {
+        let none = lx.b.compare(zero, zero, CompareDir::Ne)?;
+        return Ok((none, zero, zero));
+    }
     let mask = lx.b.reshape(mask, &[n])?;
     let x = lx.cast(x, DType::I64)?;
     let x = lx.b.reshape(x, &[n])?;
@@ -75,17 +80,11 @@ pub(crate) fn first_flagged(lx: &mut Lower, mask: Value, x: Value) -> Result<(Va
     let past = lx.b.splat_i64(DType::I64, n, &[n])?;
     let flagged_pos = lx.b.select(mask, pos, past)?;
     let first = lx.b.reduce_min(flagged_pos, &[0])?;
-    let any = lx.b.reduce_or(mask, &[0])?;
-    let zero = lx.b.splat_i64(DType::I64, 0, &[])?;
-    let first = lx.b.select(any, first, zero)?;
-    let at_first = {
-        let firsts = lx.b.broadcast_in_dim(first, &[n], &[])?;
-        let hit = lx.b.compare(pos, firsts, CompareDir::Eq)?;
-        let hit = lx.b.and(hit, mask)?;
-        let zeros = lx.b.splat_i64(DType::I64, 0, &[n])?;
-        lx.b.select(hit, x, zeros)?
-    };
-    let value = lx.b.reduce_sum(at_first, &[0])?;
+    let end = lx.b.splat_i64(DType::I64, n, &[])?;
+    let any = lx.b.compare(first, end, CompareDir::Lt)?;
+    // dynamic_slice clamps a start of n to n - 1.
+    let value = lx.b.dynamic_slice(x, &[first], &[1])?;
+    let value = lx.b.reshape(value, &[])?;
     Ok((any, first, value))
 }
 
