@@ -117,6 +117,24 @@ def test_recompile_counts_outlive_dynamos_bounded_history():
     assert torch_tpu_rs.metrics()["graph_recompiles"] == before + 1
 
 
+def test_compiled_graphs_for_many_sizes_do_not_get_fused_eagers_hint():
+    """Fused Eager's 'same graph for 4 sizes' hint is about Fused Eager;
+    torch.compile graphs pass through the same recorder, but there Dynamo
+    decides which sizes get a program (here dynamic=False asks for one per
+    size), so the hint would be wrong."""
+    import warnings
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, w: (a @ w).sigmoid().mul(3.0).erf(), backend="tpu", dynamic=False)
+    w = torch.randn(6, 5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (2, 3, 4, 5, 6):
+            x = torch.randn(batch, 6)
+            torch.testing.assert_close(f(x.to("tpu"), w.to("tpu")).cpu(), (x @ w).sigmoid().mul(3.0).erf())
+    assert not [str(c.message) for c in caught if "different sizes" in str(c.message)]
+
+
 def test_one_hot_range_check_under_compile():
     # one_hot's decomposition checks its classes with _assert_async.msg.
     torch._dynamo.reset()

@@ -236,7 +236,9 @@ fn host_identity() -> String {
             }
         }
     }
-    for var in ["XLA_FLAGS", "TORCH_TPU_XLA_CPU_PARALLEL"] {
+    // The device count sets the plugin's worker threads, which its loops
+    // are split for (`xla_cpu_devices.rs`).
+    for var in ["XLA_FLAGS", "TORCH_TPU_XLA_CPU_PARALLEL", crate::xla_cpu_devices::COUNT_VAR] {
         s.push_str(&format!("{var}={}\n", std::env::var(var).unwrap_or_default()));
     }
     // The flags the engine gives the XLA CPU plugin (entries compiled

@@ -556,7 +556,7 @@ fn run_graph(engine: &Engine, g: Graph, reason: &str) -> Result<Option<Flushed>>
         }
         None => {
             use crate::graph_history::{note_compile, Novelty};
-            let novelty = note_compile(&g.key);
+            let novelty = note_compile(&g.key, !in_compiled_graph());
             if novelty == Novelty::NewOffsets && g.static_offsets {
                 STATIC_OFFSETS.store(false, std::sync::atomic::Ordering::Relaxed);
             }

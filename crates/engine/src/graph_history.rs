@@ -66,8 +66,10 @@ pub enum Novelty {
 type Seen = HashMap<u64, HashMap<u64, HashSet<u64>>>;
 static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
-/// Records `key` as compiled and says what is new about it.
-pub fn note_compile(key: &GraphKey) -> Novelty {
+/// Records `key` as compiled and says what is new about it. `fused_eager`:
+/// the graph comes from Fused Eager, not from a torch.compile graph (where
+/// Dynamo decides which sizes get a program), so it may carry the hint below.
+pub fn note_compile(key: &GraphKey, fused_eager: bool) -> Novelty {
     let mut guard = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     let by_ops = guard.get_or_insert_with(HashMap::new);
     let known_ops = by_ops.contains_key(&key.ops);
@@ -80,7 +82,7 @@ pub fn note_compile(key: &GraphKey) -> Novelty {
         (true, true, true) => Novelty::NewOffsets,
         (true, true, false) => Novelty::NewLiveness,
     };
-    let hint = novelty == Novelty::NewSizes && by_shapes.len() == SIZES_BEFORE_HINT;
+    let hint = fused_eager && novelty == Novelty::NewSizes && by_shapes.len() == SIZES_BEFORE_HINT;
     drop(guard); // a warning may run Python code
     if hint {
         crate::python_warning::warn(&changing_sizes_hint(SIZES_BEFORE_HINT));

@@ -34,6 +34,7 @@ pub mod sync;
 pub mod sync_debug;
 pub mod transfer;
 pub mod write_overlap;
+pub mod xla_cpu_devices;
 pub mod xla_cpu_flags;
 
 pub use error::{EngineError, Result};

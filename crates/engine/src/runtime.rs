@@ -42,9 +42,10 @@ fn start() -> std::result::Result<Engine, String> {
          (the XLA CPU plugin is installed by the setup script)"
             .to_string()
     })?;
+    let options = crate::xla_cpu_devices::client_options(&path)?;
     let client = crate::xla_cpu_flags::while_starting(&path, || {
         let api = pjrt::Api::load(&path).map_err(|e| format!("torch_tpu_rs: {e}"))?;
-        pjrt::Client::new(api)
+        pjrt::Client::with_options(api, &options)
             .map_err(|e| format!("torch_tpu_rs: creating a PJRT client with {} failed: {e}", path.display()))
     })?;
     let devices = client.addressable_devices();
