@@ -49,36 +49,22 @@ def test_missing_plugin_is_a_clear_error(tmp_path):
         assert lines[2] == "raised True"
 
 
-def _usable_cores() -> int:
-    """The cores Rust's std::thread::available_parallelism reports: the
-    affinity mask, capped by a cgroup CPU quota (a container's --cpus)."""
-    cores = len(os.sched_getaffinity(0))
-    for path, split in (("/sys/fs/cgroup/cpu.max", None),
-                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
-        try:
-            if split is None:
-                quota, period = open(path).read().split()[:2]
-            else:
-                quota, period = open(path).read().strip(), open(split).read().strip()
-        except (OSError, ValueError):
-            continue
-        if quota not in ("max", "-1") and int(period) > 0:
-            cores = min(cores, max(1, int(quota) // int(period)))
-    return cores
-
-
 def test_cpu_device_count_is_one_per_core_and_can_be_chosen():
     """The XLA CPU plugin runs one worker thread per device or per core,
     whichever is more; the engine asks for one device per core (at most
     the plugin's 4) so that its workers do not outnumber the cores."""
-    cores = _usable_cores()
     code = ("import torch\n"
             "n = torch.tpu.device_count(); print(n)\n"
             "x = torch.arange(4.0, device=f'tpu:{n - 1}') * 2\n"
             "print(x.device, x.cpu().tolist())\n")
+    # Pinned to one core (before the plugin starts): one device.
+    one_core = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+    out = run(one_core + code, TORCH_TPU_CPU_DEVICE_COUNT="")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["1", "tpu:0 [0.0, 2.0, 4.0, 6.0]"]
     out = run(code, TORCH_TPU_CPU_DEVICE_COUNT="")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[0] == str(min(max(cores, 1), 4))
+    assert 1 <= int(out.stdout.split("\n")[0]) <= min(len(os.sched_getaffinity(0)), 4)
     # The plugin's INFO line about the option it was given stays quiet.
     assert "cpu_device_count" not in out.stderr, out.stderr
     out = run(code, TORCH_TPU_CPU_DEVICE_COUNT="3")

@@ -1,5 +1,6 @@
 //! Measures PJRT execute latency for an elementwise multiply of n floats:
 //! `cargo run --release -p pjrt --example exec_latency -- 65536`.
+//! (To time another program, such as a dumped one, see `program_time.rs`.)
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -64,10 +65,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mask: u64 = 1 << cpu;
         unsafe { sched_setaffinity(0, 8, &mask) };
     }
-    let text = match std::env::var("PROG") {
-        Ok(f) => std::fs::read_to_string(f)?,
-        Err(_) => text,
-    };
     let exe = client.compile(&text)?;
     if pin_load || pin_compile {
         // Compiled while this thread saw one cpu; now run with all of them.
