@@ -8,6 +8,11 @@
 //! and TORCH_TPU_CPU_DEVICE_COUNT to the engine's device count (one per
 //! core, at most 4): the plugin starts that many worker threads, or one per
 //! core if more. Without it the plugin offers 4 devices.
+//!
+//! By default each execution is waited for before the next starts.
+//! PROGRAM_TIME_PIPELINE=1 queues all runs and waits for the last, as Strict
+//! Eager does; PROGRAM_TIME_SYNC=1 creates the client with
+//! `asynchronous=false`, so each execution runs to its end on this thread.
 use std::time::Instant;
 
 /// (element type, dims) of each `tensor<...>` argument of `@main`.
@@ -42,6 +47,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = std::env::var("TORCH_TPU_CPU_DEVICE_COUNT").ok().filter(|n| !n.is_empty()) {
         options.push(("cpu_device_count", pjrt::ClientOption::Int(n.trim().parse()?)));
     }
+    if std::env::var("PROGRAM_TIME_SYNC").as_deref() == Ok("1") {
+        options.push(("asynchronous", pjrt::ClientOption::Bool(false)));
+    }
     let client = pjrt::Client::with_options(pjrt::Api::load(&path)?, &options)?;
     let dev = client.addressable_devices()[0];
     let exe = client.compile(&text)?;
@@ -52,12 +60,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         inputs.push(client.buffer_from_host(&bytes, ty, &dims, dev)?);
     }
     let refs: Vec<&pjrt::Buffer> = inputs.iter().collect();
+    let pipeline = std::env::var("PROGRAM_TIME_PIPELINE").as_deref() == Ok("1");
     let mut samples = Vec::new();
     for _ in 0..7 {
         let t0 = Instant::now();
-        for _ in 0..runs {
-            for out in exe.execute(&refs, None)? {
+        if pipeline {
+            let mut last = Vec::new();
+            for _ in 0..runs {
+                last = exe.execute(&refs, None)?;
+            }
+            for out in last {
                 out.ready()?;
+            }
+        } else {
+            for _ in 0..runs {
+                for out in exe.execute(&refs, None)? {
+                    out.ready()?;
+                }
             }
         }
         samples.push(t0.elapsed().as_secs_f64() / runs as f64 * 1e6);
