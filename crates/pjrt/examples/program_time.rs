@@ -64,20 +64,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut samples = Vec::new();
     for _ in 0..7 {
         let t0 = Instant::now();
-        if pipeline {
-            let mut last = Vec::new();
-            for _ in 0..runs {
-                last = exe.execute(&refs, None)?;
-            }
-            for out in last {
-                out.ready()?;
-            }
-        } else {
-            for _ in 0..runs {
-                for out in exe.execute(&refs, None)? {
+        let mut last = Vec::new();
+        for _ in 0..runs {
+            last = exe.execute(&refs, None)?;
+            if !pipeline {
+                for out in &last {
                     out.ready()?;
                 }
             }
+        }
+        for out in &last {
+            out.ready()?;
         }
         samples.push(t0.elapsed().as_secs_f64() / runs as f64 * 1e6);
     }
