@@ -90,7 +90,8 @@ enum TpuRetKind {
   TPU_RET_FLOAT = 5,
   TPU_RET_BOOL = 6,
   TPU_RET_RESIZE_COPY = 7,     // resize argument `arg` to new_tensors[first]'s
-                               // sizes, copy that tensor in, return the argument
+                               // sizes and strides, copy that tensor in, return
+                               // the argument
   TPU_RET_COMPLEX = 8,         // f + imag * 1j
   TPU_RET_UNDEFINED = 9,       // an undefined tensor (a gradient output_mask skips)
 };

@@ -341,6 +341,10 @@ void engine_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           out.set_(value);
         } else {
           out.resize_(value.sizes());
+          // A resized out= takes the result's layout, which the engine chose
+          // as the CPU's TensorIterator would (a transposed input gives a
+          // transposed result); resize_ alone would make it contiguous.
+          if (!value.is_contiguous()) out.as_strided_(value.sizes(), value.strides());
           out.copy_(value);
         }
         stack->push_back(inputs[ret.arg]);

@@ -1,5 +1,6 @@
 """Memory layouts of new results, against the CPU: pointwise ops lay out
-their output like their inputs (TensorIterator's rule), and convolutions,
+their output like their inputs (TensorIterator's rule; so do a few untagged
+ones, such as flip, and out= tensors they resize), and convolutions,
 batch norm, pooling and resampling keep channels-last inputs channels-last,
 so `y.permute(0, 2, 3, 1).view(n, -1, c)` code written for NHWC runs on tpu
 as on the CPU and CUDA. In Strict and Fused Eager."""
@@ -71,6 +72,63 @@ def cl(*shape, seed=0):
 def test_binary_pointwise_layout_follows_tensor_iterator(mode, x, y):
     assert_same(*run_both(lambda x, y: torch.where(x > 0, x, y), x, y), check_strides=True)
     assert_same(*run_both(lambda x, y: x.masked_fill(y > 0, 1.0), x, y), check_strides=True)
+
+
+# Ops PyTorch does not tag `pointwise` whose CPU kernels still lay out their
+# results by TensorIterator's rule (`layout.rs`): code such as
+# `x.t().flip(0).view(-1)` must fail or succeed on tpu as on the CPU.
+UNTAGGED = {
+    "flip": lambda x, y: x.flip(0),
+    "fliplr": lambda x, y: x.fliplr(),
+    "rsub": lambda x, y: torch.rsub(x, y),  # runs as y - x: y decides ties
+    "floor_divide": lambda x, y: torch.floor_divide(x, y.abs() + 1),
+    "hardswish": lambda x, y: F.hardswish(x),
+    "complex": lambda x, y: torch.complex(x, y),
+    "polar": lambda x, y: torch.polar(x.abs(), y),
+    "huber_loss": lambda x, y: F.huber_loss(x, y, reduction="none"),
+    "native_dropout": lambda x, y: torch.ops.aten.native_dropout(x, 0.0, True),
+}
+
+PAIRS = {
+    "transposed-contiguous": lambda: (torch.randn(5, 3, generator=g(1)).t(), torch.randn(3, 5, generator=g(2))),
+    "contiguous-transposed": lambda: (torch.randn(3, 5, generator=g(1)), torch.randn(5, 3, generator=g(2)).t()),
+    "permuted_3d": lambda: (torch.randn(4, 5, 6, generator=g(1)).permute(2, 0, 1), torch.randn(4, 5, 6, generator=g(2)).permute(2, 0, 1)),
+}
+
+
+@pytest.mark.parametrize("op", UNTAGGED)
+@pytest.mark.parametrize("pair", PAIRS)
+def test_untagged_tensor_iterator_ops_keep_the_input_layout(mode, op, pair):
+    assert_same(*run_both(UNTAGGED[op], *PAIRS[pair]()), check_strides=True, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+@pytest.mark.parametrize("out_shape", [(0,), (2, 2)], ids=["empty_out", "wrong_shape_out"])
+def test_resized_out_takes_the_layout_the_cpu_gives_it(mode, out_shape):
+    """A TensorIterator op resizing its out= restrides it like a new result;
+    a matmul's resized out= stays contiguous."""
+
+    def fn(x, y):
+        outs = [torch.empty(out_shape, device=x.device) for _ in range(3)]
+        torch.add(x, y, out=outs[0])
+        torch.abs(x, out=outs[1])
+        torch.mm(x, y.t(), out=outs[2])
+        c = torch.complex(x, y, out=torch.empty(out_shape, dtype=torch.complex64, device=x.device))
+        d = torch.floor_divide(x, y.abs() + 1, out=torch.empty(out_shape, device=x.device))
+        h = torch._C._nn.hardswish(x, out=torch.empty(out_shape, device=x.device))
+        return outs + [c, d, h]
+
+    x = torch.randn(5, 3, generator=g(1)).t()
+    tpu, cpu = run_both(fn, x, torch.randn(3, 5, generator=g(2)))
+    assert not cpu[0].is_contiguous() and cpu[2].is_contiguous()
+    assert_same(tpu, cpu, check_strides=True, rtol=1e-5, atol=1e-5)
+
+
+def test_view_after_flip_of_a_transpose_fails_as_on_the_cpu():
+    x = torch.randn(4, 6, generator=g())
+    for t in (x, x.to("tpu")):
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            t.t().flip(0).view(-1)
 
 
 LAYERS = {

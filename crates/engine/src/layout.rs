@@ -27,19 +27,28 @@ use crate::transfer::contiguous_strides;
 /// The strides of a new output of `shape` from a pointwise `call`, or None
 /// when they are the contiguous ones.
 pub fn pointwise_strides(call: &Call, shape: &[i64]) -> Option<Vec<i64>> {
-    if shape.len() < 2 || shape.contains(&0) {
-        return None;
-    }
-    let inputs: Vec<&TensorRef> = call
-        .args
+    strides_after(&read_tensors(call), shape)
+}
+
+/// The tensors `call` reads, in argument order.
+fn read_tensors<'c, 'a>(call: &'c Call<'a>) -> Vec<&'c TensorRef<'a>> {
+    call.args
         .iter()
         .filter(|a| a.write == 0)
         .filter_map(|a| match &a.value {
             CallValue::Tensor(t) => Some(t),
             _ => None,
         })
-        .filter(|t| t.sizes.len() <= shape.len())
-        .collect();
+        .collect()
+}
+
+/// TensorIterator's layout for an output of `shape` computed from `inputs`
+/// (the first decides ties), or None when it is the contiguous one.
+fn strides_after(inputs: &[&TensorRef<'_>], shape: &[i64]) -> Option<Vec<i64>> {
+    if shape.len() < 2 || shape.contains(&0) {
+        return None;
+    }
+    let inputs: Vec<&TensorRef> = inputs.iter().copied().filter(|t| t.sizes.len() <= shape.len()).collect();
     if inputs.is_empty() {
         return None;
     }
@@ -48,6 +57,44 @@ pub fn pointwise_strides(call: &Call, shape: &[i64]) -> Option<Vec<i64>> {
         None => dense_strides(shape, &fastest_first(&inputs, shape)),
     };
     (strides != contiguous_strides(shape)).then_some(strides)
+}
+
+/// Ops PyTorch does not tag `pointwise` whose CPU and CUDA kernels still
+/// lay their outputs out by TensorIterator's rule: they run on
+/// TensorIterator (`rsub(x, y)`, `floor_divide`, `hardswish`, `complex`,
+/// `polar`, `huber_loss` without reduction, both of `native_dropout`'s
+/// results), or allocate with `empty_like`'s preserved layout, which is the
+/// same rule for one input (`flip`). A transposed input then gives a
+/// transposed result, as on the CPU. (`complex` and `polar` reach the
+/// engine only as their out= forms, through upstream's composite kernels;
+/// the out= forms listed restride an out= they resize, as TensorIterator
+/// does.)
+const UNTAGGED_POINTWISE_OPS: &[&str] = &[
+    "aten::rsub.Tensor",
+    "aten::floor_divide",
+    "aten::floor_divide.out",
+    "aten::hardswish",
+    "aten::hardswish.out",
+    "aten::complex.out",
+    "aten::polar.out",
+    "aten::huber_loss",
+    "aten::huber_loss.out",
+    "aten::native_dropout",
+    "aten::flip",
+];
+
+/// TensorIterator's layout for one of `UNTAGGED_POINTWISE_OPS`; None for
+/// other ops.
+pub fn untagged_pointwise_strides(call: &Call, shape: &[i64]) -> Option<Vec<i64>> {
+    if !UNTAGGED_POINTWISE_OPS.contains(&call.op) {
+        return None;
+    }
+    let mut inputs = read_tensors(call);
+    if call.op.starts_with("aten::rsub") {
+        // rsub(x, y) runs as sub(y, x): y comes first.
+        inputs.reverse();
+    }
+    strides_after(&inputs, shape)
 }
 
 /// Ops whose output is channels-last when their input is (and which

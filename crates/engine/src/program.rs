@@ -583,9 +583,9 @@ fn written_math_view(call: &Call, math: MathBits) -> EngineError {
 }
 
 /// Makes `v` a new output tensor. A pointwise op's output takes its inputs'
-/// layout, and convolutions, batch norm, pooling and resampling keep a
-/// channels-last input channels-last (`layout.rs`): the value is then
-/// stored in that order.
+/// layout (so do a few untagged ones, such as flip), and convolutions,
+/// batch norm, pooling and resampling keep a channels-last input
+/// channels-last (`layout.rs`): the value is then stored in that order.
 fn push_new(b: &mut Builder, call: &Call, v: Value, outputs: &mut Vec<Output>, results: &mut Vec<Value>) -> Result<usize> {
     let ty = b.ty(v).clone();
     let layout = if call.pointwise {
@@ -594,7 +594,8 @@ fn push_new(b: &mut Builder, call: &Call, v: Value, outputs: &mut Vec<Output>, r
         // Compiled graphs keep what the fake tensors that traced them
         // predicted: contiguous, as upstream's meta kernels decide for
         // devices other than cuda and cpu.
-        crate::layout::channels_last_strides_of(call, &ty.shape)
+        crate::layout::untagged_pointwise_strides(call, &ty.shape)
+            .or_else(|| crate::layout::channels_last_strides_of(call, &ty.shape))
     } else {
         None
     };
