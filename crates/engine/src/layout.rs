@@ -27,11 +27,20 @@ use crate::transfer::contiguous_strides;
 /// The strides of a new output of `shape` from a pointwise `call`, or None
 /// when they are the contiguous ones.
 pub fn pointwise_strides(call: &Call, shape: &[i64]) -> Option<Vec<i64>> {
-    strides_after(&read_tensors(call), shape)
+    if !may_be_permuted(shape) {
+        return None;
+    }
+    strides_after(read_tensors(call, shape), shape)
 }
 
-/// The tensors `call` reads, in argument order.
-fn read_tensors<'c, 'a>(call: &'c Call<'a>) -> Vec<&'c TensorRef<'a>> {
+/// Whether an output of `shape` can have a layout other than contiguous
+/// (checked first: this runs for every new output of every op).
+fn may_be_permuted(shape: &[i64]) -> bool {
+    shape.len() >= 2 && !shape.contains(&0)
+}
+
+/// The tensors `call` reads that can broadcast to `shape`, in argument order.
+fn read_tensors<'c, 'a>(call: &'c Call<'a>, shape: &[i64]) -> Vec<&'c TensorRef<'a>> {
     call.args
         .iter()
         .filter(|a| a.write == 0)
@@ -39,16 +48,13 @@ fn read_tensors<'c, 'a>(call: &'c Call<'a>) -> Vec<&'c TensorRef<'a>> {
             CallValue::Tensor(t) => Some(t),
             _ => None,
         })
+        .filter(|t| t.sizes.len() <= shape.len())
         .collect()
 }
 
 /// TensorIterator's layout for an output of `shape` computed from `inputs`
 /// (the first decides ties), or None when it is the contiguous one.
-fn strides_after(inputs: &[&TensorRef<'_>], shape: &[i64]) -> Option<Vec<i64>> {
-    if shape.len() < 2 || shape.contains(&0) {
-        return None;
-    }
-    let inputs: Vec<&TensorRef> = inputs.iter().copied().filter(|t| t.sizes.len() <= shape.len()).collect();
+fn strides_after(inputs: Vec<&TensorRef<'_>>, shape: &[i64]) -> Option<Vec<i64>> {
     if inputs.is_empty() {
         return None;
     }
@@ -86,15 +92,15 @@ const UNTAGGED_POINTWISE_OPS: &[&str] = &[
 /// TensorIterator's layout for one of `UNTAGGED_POINTWISE_OPS`; None for
 /// other ops.
 pub fn untagged_pointwise_strides(call: &Call, shape: &[i64]) -> Option<Vec<i64>> {
-    if !UNTAGGED_POINTWISE_OPS.contains(&call.op) {
+    if !may_be_permuted(shape) || !UNTAGGED_POINTWISE_OPS.contains(&call.op) {
         return None;
     }
-    let mut inputs = read_tensors(call);
+    let mut inputs = read_tensors(call, shape);
     if call.op.starts_with("aten::rsub") {
         // rsub(x, y) runs as sub(y, x): y comes first.
         inputs.reverse();
     }
-    strides_after(&inputs, shape)
+    strides_after(inputs, shape)
 }
 
 /// Ops whose output is channels-last when their input is (and which
