@@ -84,7 +84,12 @@ fn need_rank(lx: &Lower, t: &TensorArg, rank: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// `a @ b` over the contracting dims, accumulated in `acc_type`.
+/// `a @ b` over the contracting dims, accumulated in `acc_type`. 16-bit
+/// operands are widened first rather than handed over as a mixed-precision
+/// dot (bf16 x bf16 -> f32): the XLA CPU plugin runs such a dot only where
+/// its YNNPACK path takes it, and elsewhere fails at run time ("Unsupported
+/// element type for DotThunk::Execute"), e.g. after a bucketing mask. The
+/// widening is exact, so the result is the same.
 fn contract(
     lx: &mut Lower,
     a: Value,
@@ -94,6 +99,7 @@ fn contract(
     rc: &[i64],
 ) -> Result<Value> {
     let acc = acc_type(lx.dtype(a));
+    let (a, b) = if acc == lx.dtype(a) { (a, b) } else { (lx.b.convert(a, acc)?, lx.b.convert(b, acc)?) };
     Ok(lx.b.dot_general(a, b, batch, batch, lc, rc, Some(acc))?)
 }
 
