@@ -421,3 +421,43 @@ def test_bfloat16_training_graphs_are_bucketed_and_match_eager(loss):
     after = torch_tpu_rs.metrics()
     assert after["exact_shape_graphs"] == before["exact_shape_graphs"]
     assert after["bucketed_graphs"] - before["bucketed_graphs"] == 2  # forward and backward
+
+
+# Fixed positions and prefix scans along a padded dimension: bucketed.
+FIXED_POSITIONS = {
+    "first-token pooling": lambda h: h[:, 0] @ torch.ones(8, 3, device=h.device),
+    "first-token slice": lambda h: h + h[:, :1],
+    "a run of positions": lambda h: h[:, 1:3].sum(1, keepdim=True) * h,
+    "position ids from cumsum": lambda h: h * (h > 0).long().cumsum(1).to(h.dtype),
+    "cumprod and logcumsumexp": lambda h: torch.tanh(h).cumprod(1) + torch.logcumsumexp(h, 1),
+}
+# Positions counted from the end move with padding: these run at exact sizes.
+FROM_THE_END = {
+    "last-token pooling": lambda h: h[:, -1] @ torch.ones(8, 3, device=h.device),
+    "last-token slice": lambda h: h + h[:, -1:],
+    "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
+}
+
+
+@pytest.mark.parametrize("name", list(FIXED_POSITIONS) + list(FROM_THE_END))
+def test_fixed_positions_and_scans_along_a_padded_dimension(name):
+    f = FIXED_POSITIONS.get(name) or FROM_THE_END[name]
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()
+    for n in (3, 5, 6, 9, 12):
+        x = torch.randn(2, n, 8)
+        _close(g(x.to("tpu")), f(x), tol=1e-4)
+        if name in FIXED_POSITIONS and "cum" not in name:
+            # Gradients too: select_backward/slice_backward at a fixed position.
+            # (A scan's backward scans in reverse, through flip: exact sizes.)
+            xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+            f(xc).sum().backward()
+            g(xt).sum().backward()
+            _close(xt.grad, xc.grad, tol=1e-4)
+    after = torch_tpu_rs.metrics()
+    bucketed = after["bucketed_graphs"] > before["bucketed_graphs"]
+    exact = after["exact_shape_graphs"] != before["exact_shape_graphs"]
+    if name in FIXED_POSITIONS:
+        assert bucketed and not exact, after["exact_shape_graphs"]
+    else:
+        assert exact

@@ -16,8 +16,10 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
 
 - ops that keep positions apart (pointwise, views, matmuls over static
   dimensions, embedding, slices that cut a constant off a padded
-  dimension, tril/triu, convolutions over a padded batch) just carry the
-  factors along;
+  dimension, tril/triu, convolutions over a padded batch, scans such as
+  cumsum that only look back) just carry the factors along; a fixed
+  non-negative position or run of them (`x[:, 0]`, `x[:, :1]`) is the same
+  element at either size, and its dimension is no longer padded;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -442,6 +444,14 @@ def _slice(an, n, out):
             an.caps[sym] = min(an.caps.get(sym, cap), cap)
         src[dim] = _atomic(after)
         return src
+    end = n.args[3] if len(n.args) > 3 else None
+    if after.is_Integer and step == 1 and _fixed_position(src[dim], start) and isinstance(end, int) \
+            and end - start == int(after):
+        # A fixed run of positions (`x[:, :1]`, `x[:, 2:4]`): Dynamo traced its
+        # length as a constant, so at the real size it lies within the real
+        # positions, and they are the same at the padded size.
+        src[dim] = _atomic(after)
+        return src
     if not _cuts_a_constant(src[dim], start, step, before, after):
         raise Unpaddable("slice of a padded dimension")
     src[dim] = _atomic(after)
@@ -469,10 +479,19 @@ def _slice_backward(an, n, out):
     return src
 
 
+def _fixed_position(factors, index) -> bool:
+    """Whether a constant position along a padded dim of `factors` is the same
+    element at the real and the padded size: a non-negative index into a
+    plain padded dim (`x[:, 0]`, a first-token pooling) is; a negative one
+    counts from the end, which padding moves, and in a merged dim position k
+    splits differently into its factors' indices."""
+    return isinstance(index, int) and index >= 0 and len(factors) == 1 and _is_atom(factors[0])
+
+
 def _select(an, n, out):
     src = list(an.s(n.args[0]))
     dim = n.args[1] % len(src)
-    if _padded(src[dim]):
+    if _padded(src[dim]) and not _fixed_position(src[dim], n.args[2]):
         raise Unpaddable("select on a padded dimension")
     del src[dim]
     return src
@@ -644,7 +663,7 @@ def _select_backward(an, n, out):
     """select_backward(grad, input_sizes, dim, index): zeros with grad placed
     at `index` along `dim`, which must not be padded (as for `select`)."""
     dim = n.args[2] % len(out)
-    if not out[dim].is_Integer:
+    if not out[dim].is_Integer and not (_is_atom(out[dim]) and _fixed_position((out[dim],), n.args[3])):
         raise Unpaddable("select_backward on a padded dimension")
     src = list(an.s(n.args[0]))
     src.insert(dim, _atomic(out[dim]))
@@ -674,6 +693,22 @@ def _triangle(an, n, out):
     src = an.s(n.args[0])
     if any(len(f) > 1 and _padded(f) for f in src[-2:]):
         raise Unpaddable(f"{n.target} over a merged padded dimension")
+    return list(src)
+
+
+# Scans along a dim: position k depends on positions 0..k only.
+_PREFIX_SCANS = (aten.cumsum.default, aten.cumprod.default, aten.logcumsumexp.default)
+
+
+def _prefix_scan(an, n, out):
+    """A scan along a plain padded dim reads only earlier positions, so the
+    real positions (a prefix) never see padding (`attention_mask.cumsum(-1)`
+    for position ids). Along a merged dim the padding of one row comes
+    before the next row's positions."""
+    src = an.s(n.args[0])
+    dim = n.args[1] % max(len(src), 1)
+    if src and _padded(src[dim]) and not (len(src[dim]) == 1 and _is_atom(src[dim][0])):
+        raise Unpaddable(f"{n.target} along a merged padded dimension")
     return list(src)
 
 
@@ -723,6 +758,7 @@ _HANDLERS = {
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     aten.convolution.default: _convolution, aten.convolution_backward.default: _convolution_backward,
     aten.tril.default: _triangle, aten.triu.default: _triangle,
+    **{t: _prefix_scan for t in _PREFIX_SCANS},
     aten.mse_loss.default: _mean_loss, aten.mse_loss_backward.default: _mean_loss,
     aten.select_backward.default: _select_backward,
     aten._softmax_backward_data.default: _softmax_backward,
