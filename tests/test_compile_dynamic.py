@@ -423,19 +423,25 @@ def test_bfloat16_training_graphs_are_bucketed_and_match_eager(loss):
     assert after["bucketed_graphs"] - before["bucketed_graphs"] == 2  # forward and backward
 
 
-# Fixed positions and prefix scans along a padded dimension: bucketed.
+# Fixed positions, from the start or the end, and prefix scans along a
+# padded dimension: bucketed.
 FIXED_POSITIONS = {
     "first-token pooling": lambda h: h[:, 0] @ torch.ones(8, 3, device=h.device),
     "first-token slice": lambda h: h + h[:, :1],
     "a run of positions": lambda h: h[:, 1:3].sum(1, keepdim=True) * h,
     "position ids from cumsum": lambda h: h * (h > 0).long().cumsum(1).to(h.dtype),
     "cumprod and logcumsumexp": lambda h: torch.tanh(h).cumprod(1) + torch.logcumsumexp(h, 1),
-}
-# Positions counted from the end move with padding: these run at exact sizes.
-FROM_THE_END = {
+    # Positions from the end move with padding: they reach the program at
+    # their real values. Their backward used to be bucketed with the
+    # gradient placed in the padding (wrong gradients, right loss).
     "last-token pooling": lambda h: h[:, -1] @ torch.ones(8, 3, device=h.device),
     "last-token slice": lambda h: h + h[:, -1:],
+    "a run from the end": lambda h: h[:, -3:-1] * h[:, :1],
+}
+# These run at exact sizes.
+FROM_THE_END = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
+    "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
 }
 
 
@@ -451,8 +457,9 @@ def test_fixed_positions_and_scans_along_a_padded_dimension(name):
             # Gradients too: select_backward/slice_backward at a fixed position.
             # (A scan's backward scans in reverse, through flip: exact sizes.)
             xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
-            f(xc).sum().backward()
-            g(xt).sum().backward()
+            w = torch.randn_like(f(x))
+            (f(xc) * w).sum().backward()
+            (g(xt) * w.to("tpu")).sum().backward()
             _close(xt.grad, xc.grad, tol=1e-4)
     after = torch_tpu_rs.metrics()
     bucketed = after["bucketed_graphs"] > before["bucketed_graphs"]

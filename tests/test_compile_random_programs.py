@@ -76,7 +76,7 @@ KINDS = ["relu", "tanh", "gelu", "linear", "flat_linear", "bmm", "sum_seq", "mea
 # Ops whose forward or backward graph runs at exact sizes (a position from
 # the end, a flip, a cat along seq, the size as a number, ...); every other
 # kind must leave both graphs bucketed.
-EXACT_KINDS = {"cumsum_seq", "last_token", "append_first", "flip_seq", "sort_seq", "length_as_number", "var_seq",
+EXACT_KINDS = {"cumsum_seq", "append_first", "flip_seq", "sort_seq", "length_as_number", "var_seq",
                "pad_front", "max_seq"}
 BUCKETED_KINDS = [k for k in KINDS if k not in EXACT_KINDS]
 

@@ -17,9 +17,10 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
 - ops that keep positions apart (pointwise, views, matmuls over static
   dimensions, embedding, slices that cut a constant off a padded
   dimension, tril/triu, convolutions over a padded batch, scans such as
-  cumsum that only look back) just carry the factors along; a fixed
-  non-negative position or run of them (`x[:, 0]`, `x[:, :1]`) is the same
-  element at either size, and its dimension is no longer padded;
+  cumsum that only look back) just carry the factors along; a constant
+  position or run of them (`x[:, 0]`, `x[:, :1]`, `x[:, -1]`) leaves the
+  dimension unpadded: counted from the start it is the same element at
+  either size, counted from the end it is passed as the real size minus it;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -444,12 +445,7 @@ def _slice(an, n, out):
             an.caps[sym] = min(an.caps.get(sym, cap), cap)
         src[dim] = _atomic(after)
         return src
-    end = n.args[3] if len(n.args) > 3 else None
-    if after.is_Integer and step == 1 and _fixed_position(src[dim], start) and isinstance(end, int) \
-            and end - start == int(after):
-        # A fixed run of positions (`x[:, :1]`, `x[:, 2:4]`): Dynamo traced its
-        # length as a constant, so at the real size it lies within the real
-        # positions, and they are the same at the padded size.
+    if after.is_Integer and step == 1 and _fixed_run(an, n, src[dim], 2, 3, after):
         src[dim] = _atomic(after)
         return src
     if not _cuts_a_constant(src[dim], start, step, before, after):
@@ -473,25 +469,76 @@ def _slice_backward(an, n, out):
     src = list(an.s(n.args[0]))
     dim, start, step = n.args[2] % len(src), n.args[3], n.args[5]
     before, after = _shape(n.args[0])[dim], out[dim]
-    if _padded(src[dim]) and not _cuts_a_constant(src[dim], start, step, after, before):
-        raise Unpaddable("slice_backward of a padded dimension")
+    if _padded(src[dim]):
+        if not _cuts_a_constant(src[dim], start, step, after, before):
+            raise Unpaddable("slice_backward of a padded dimension")
+    elif not after.is_Integer:
+        # A constant run placed into a padded dim (the backward of `x[:, -1:]`):
+        # at a position from the end it would land in the padding.
+        if not (step == 1 and _is_atom(after) and _fixed_run(an, n, (after,), 3, 4, before)):
+            raise Unpaddable("slice_backward of a padded dimension")
     src[dim] = _atomic(after)
     return src
 
 
-def _fixed_position(factors, index) -> bool:
-    """Whether a constant position along a padded dim of `factors` is the same
-    element at the real and the padded size: a non-negative index into a
-    plain padded dim (`x[:, 0]`, a first-token pooling) is; a negative one
-    counts from the end, which padding moves, and in a merged dim position k
-    splits differently into its factors' indices."""
-    return isinstance(index, int) and index >= 0 and len(factors) == 1 and _is_atom(factors[0])
+# A slice end at or past this runs to the end of the dimension.
+_TO_THE_END = 2**62
+
+
+def _plain(factors) -> bool:
+    """A padded dim that merges nothing: its position k is the same element
+    at the real and at the padded size. (In a merged dim, k splits
+    differently into its factors' indices.)"""
+    return len(factors) == 1 and _is_atom(factors[0])
+
+
+def _fixed_index(an, n: Node, factors, at: int) -> bool:
+    """Whether argument `at` of `n`, a constant position along a padded dim
+    of `factors`, can run padded. A non-negative one (`x[:, 0]`, a
+    first-token pooling) can as it is; a negative one counts from the end,
+    which padding moves, so it goes to the program as the real size plus it."""
+    k = n.args[at] if len(n.args) > at else None
+    if not (_plain(factors) and isinstance(k, int)):
+        return False
+    if k < 0:
+        an.real_values.append((n, at, factors[0] + k))
+    return True
+
+
+def _fixed_run(an, n: Node, factors, start_at: int, end_at: int, length) -> bool:
+    """Whether arguments `start_at` and `end_at` of `n`, constants that cut a
+    run of `length` positions along a padded dim of `factors`, can run
+    padded. Dynamo traced the length as a constant, so at the real size the
+    run lies within the real positions. From a non-negative start it is the
+    same run at the padded size (`x[:, :1]`, `x[:, 2:4]`); from the end
+    (`x[:, -1:]`, `x[:, -3:-1]`) both ends go to the program at their real
+    values."""
+    args = n.args
+    if not (_plain(factors) and length.is_Integer and len(args) > end_at):
+        return False
+    start, end = args[start_at], args[end_at]
+    start = 0 if start is None else start
+    end = _TO_THE_END if end is None else end
+    if not (isinstance(start, int) and isinstance(end, int)):
+        return False
+    if start >= 0:
+        return 0 <= end < _TO_THE_END and end - start == int(length)
+    if end >= _TO_THE_END:
+        end_from_the_end = 0
+    elif end < 0:
+        end_from_the_end = end
+    else:
+        return False
+    if end_from_the_end - start != int(length):
+        return False
+    an.real_values += [(n, start_at, factors[0] + start), (n, end_at, factors[0] + end_from_the_end)]
+    return True
 
 
 def _select(an, n, out):
     src = list(an.s(n.args[0]))
     dim = n.args[1] % len(src)
-    if _padded(src[dim]) and not _fixed_position(src[dim], n.args[2]):
+    if _padded(src[dim]) and not _fixed_index(an, n, src[dim], 2):
         raise Unpaddable("select on a padded dimension")
     del src[dim]
     return src
@@ -663,7 +710,7 @@ def _select_backward(an, n, out):
     """select_backward(grad, input_sizes, dim, index): zeros with grad placed
     at `index` along `dim`, which must not be padded (as for `select`)."""
     dim = n.args[2] % len(out)
-    if not out[dim].is_Integer and not (_is_atom(out[dim]) and _fixed_position((out[dim],), n.args[3])):
+    if not out[dim].is_Integer and not (_is_atom(out[dim]) and _fixed_index(an, n, (out[dim],), 3)):
         raise Unpaddable("select_backward on a padded dimension")
     src = list(an.s(n.args[0]))
     src.insert(dim, _atomic(out[dim]))
