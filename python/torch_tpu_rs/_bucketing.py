@@ -475,7 +475,7 @@ def _slice_backward(an, n, out):
     elif not after.is_Integer:
         # A constant run placed into a padded dim (the backward of `x[:, -1:]`):
         # at a position from the end it would land in the padding.
-        if not (step == 1 and _is_atom(after) and _fixed_run(an, n, (after,), 3, 4, before)):
+        if not (step == 1 and _fixed_run(an, n, (after,), 3, 4, before)):
             raise Unpaddable("slice_backward of a padded dimension")
     src[dim] = _atomic(after)
     return src
@@ -708,9 +708,10 @@ def _mean_loss(an, n, out):
 
 def _select_backward(an, n, out):
     """select_backward(grad, input_sizes, dim, index): zeros with grad placed
-    at `index` along `dim`, which must not be padded (as for `select`)."""
+    at `index` along `dim`, which must not be padded unless `index` is a
+    constant position (as for `select`)."""
     dim = n.args[2] % len(out)
-    if not out[dim].is_Integer and not (_is_atom(out[dim]) and _fixed_index(an, n, (out[dim],), 3)):
+    if not out[dim].is_Integer and not _fixed_index(an, n, (out[dim],), 3):
         raise Unpaddable("select_backward on a padded dimension")
     src = list(an.s(n.args[0]))
     src.insert(dim, _atomic(out[dim]))
@@ -754,7 +755,7 @@ def _prefix_scan(an, n, out):
     before the next row's positions."""
     src = an.s(n.args[0])
     dim = n.args[1] % max(len(src), 1)
-    if src and _padded(src[dim]) and not (len(src[dim]) == 1 and _is_atom(src[dim][0])):
+    if src and _padded(src[dim]) and not _plain(src[dim]):
         raise Unpaddable(f"{n.target} along a merged padded dimension")
     return list(src)
 
