@@ -310,6 +310,22 @@ def run_case(case: Case) -> str:
     return "pass" if ran else "skip"
 
 
+# Matrix functions whose float32 accuracy is bounded relative to each result
+# matrix's norm, not per element: matrix_exp squares its result up to ~5 times
+# for inputs of norm ~30, so a small element next to large ones carries the
+# large ones' rounding (on an AMD EPYC runner one element of -21.5 was off by
+# 3e-5 relative, 1e-6 of its matrix's largest element).
+NORMWISE = {"matrix_exp"}
+
+
+def _normwise_close(a, r, tol):
+    """Per element of `a`: whether its matrix (the last two dims) is within
+    tolerance of the float64 result `r`, measured in the max-norm."""
+    scale = r.abs().amax(dim=(-2, -1), keepdim=True)
+    err = (a - r).abs().amax(dim=(-2, -1), keepdim=True)
+    return (err <= tol["atol"] + tol["rtol"] * scale).expand_as(a)
+
+
 def _at_least_as_precise(op, case, cpu_args, kwargs, act, exp, tol) -> bool:
     """After PyTorch's rule for results outside tolerance (test_ops.py's
     reference tests): they still pass when each element is within tolerance
@@ -348,6 +364,8 @@ def _at_least_as_precise(op, case, cpu_args, kwargs, act, exp, tol) -> bool:
         # not excuse a wrong small one).
         within = (a - e).abs() <= tol["atol"] + tol["rtol"] * e.abs()
         closer = (a - r).abs() <= (e - r).abs()
+        if op.name in NORMWISE and a.dim() >= 2 and finite.all():
+            within = within | _normwise_close(a, r, tol)
         if not (within | closer)[finite].all():
             return False
     return True
