@@ -438,16 +438,17 @@ FIXED_POSITIONS = {
     "last-token slice": lambda h: h + h[:, -1:],
     "a run from the end": lambda h: h[:, -3:-1] * h[:, :1],
 }
-# These run at exact sizes.
-FROM_THE_END = {
+# These run at exact sizes: a merged dim's scan sees other rows' padding, and
+# a run from the end to a fixed position changes length with the size.
+EXACT_SIZES = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
 }
 
 
-@pytest.mark.parametrize("name", list(FIXED_POSITIONS) + list(FROM_THE_END))
+@pytest.mark.parametrize("name", list(FIXED_POSITIONS) + list(EXACT_SIZES))
 def test_fixed_positions_and_scans_along_a_padded_dimension(name):
-    f = FIXED_POSITIONS.get(name) or FROM_THE_END[name]
+    f = FIXED_POSITIONS.get(name) or EXACT_SIZES[name]
     g = torch.compile(f, backend="tpu", dynamic=True)
     before = torch_tpu_rs.metrics()
     for n in (3, 5, 6, 9, 12):

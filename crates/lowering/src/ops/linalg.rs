@@ -98,8 +98,9 @@ fn contract(
     lc: &[i64],
     rc: &[i64],
 ) -> Result<Value> {
-    let acc = acc_type(lx.dtype(a));
-    let (a, b) = if acc == lx.dtype(a) { (a, b) } else { (lx.b.convert(a, acc)?, lx.b.convert(b, acc)?) };
+    let dtype = lx.dtype(a);
+    let acc = acc_type(dtype);
+    let (a, b) = if acc == dtype { (a, b) } else { (lx.b.convert(a, acc)?, lx.b.convert(b, acc)?) };
     Ok(lx.b.dot_general(a, b, batch, batch, lc, rc, Some(acc))?)
 }
 
