@@ -274,6 +274,37 @@ class _FullOfLength(torch.nn.Module):
         return self.lin(x).sum(1) / torch.full((x.shape[0], 8), x.shape[1], device=x.device)
 
 
+class _LearnedPositions(torch.nn.Module):
+    """A learned position table sliced by the length (minGPT's `pos_emb[:, :t]`).
+    The table is shorter than the next bucket of the longest input, so the
+    bucket is capped to fit it."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(1, 20, 8))
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        # Mean pooling: the gradient's padded positions are not zero.
+        return self.lin(x + self.pos[:, :x.shape[1]]).mean(1)
+
+
+class _TokensAroundTheSequence(torch.nn.Module):
+    """Learned tokens concatenated before (a CLS token) and after the sequence,
+    then attention over all of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Parameter(torch.randn(1, 1, 8))
+        self.last = torch.nn.Parameter(torch.randn(1, 2, 8))
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        b = x.shape[0]
+        h = torch.cat([self.first.expand(b, -1, -1), self.lin(x), self.last.expand(b, -1, -1)], 1)
+        return torch.softmax(h @ h.transpose(1, 2) / 3, -1) @ h
+
+
 TRAINED = {
     # name: (module, input shape with None for the changing size)
     "mse_loss_mean": (_MseHead, (None, 8)),
@@ -283,6 +314,8 @@ TRAINED = {
     "tril_triu_masked_softmax": (_TriangleScores, (2, None, 8)),
     "size_used_as_a_number": (_MeanTimesLength, (3, None, 8)),
     "size_as_a_fill_value": (_FullOfLength, (3, None, 8)),
+    "learned_positions_sliced_by_length": (_LearnedPositions, (2, None, 8)),
+    "learned_tokens_around_the_sequence": (_TokensAroundTheSequence, (2, None, 8)),
 }
 
 
@@ -438,23 +471,38 @@ FIXED_POSITIONS = {
     "last-token slice": lambda h: h + h[:, -1:],
     "a run from the end": lambda h: h[:, -3:-1] * h[:, :1],
 }
+# A cat along the padded dimension with one padded operand (what follows it
+# is moved to right after its real positions), padding in front of it, and
+# variances over it (rebuilt from sums over the real count): bucketed.
+JOINS_AND_SPREADS = {
+    "tokens before the sequence": lambda h: torch.cat([h[:, :2] + 1, h], 1).amax(1),
+    "a token after the sequence": lambda h: torch.softmax(torch.cat([h, h[:, :1] * 2], 1), 1),
+    "tokens on both sides": lambda h: torch.cat([h[:, 1:2], h.sin(), h[:, :2] * 3], 1).sum(1),
+    "padding in front": lambda h: torch.nn.functional.pad(h, (0, 0, 2, 0), value=0.5).softmax(1),
+    "var": lambda h: h - h.var(1, keepdim=True),
+    "std without correction": lambda h: h.std(1, correction=0) * 2,
+    "var_mean over two dims": lambda h: torch.var_mean(h, (1, 2))[0] + torch.var_mean(h, (1, 2))[1],
+}
+BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS}
 # These run at exact sizes: a merged dim's scan sees other rows' padding, and
 # a run from the end to a fixed position changes length with the size.
 EXACT_SIZES = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
+    "a cat of two padded operands": lambda h: torch.cat([h, h * 2], 1).sum(1),
+    "padding after the sequence": lambda h: torch.nn.functional.pad(h, (0, 0, 0, 1)) * 2,
 }
 
 
-@pytest.mark.parametrize("name", list(FIXED_POSITIONS) + list(EXACT_SIZES))
-def test_fixed_positions_and_scans_along_a_padded_dimension(name):
-    f = FIXED_POSITIONS.get(name) or EXACT_SIZES[name]
+@pytest.mark.parametrize("name", list(BUCKETED_ALONG) + list(EXACT_SIZES))
+def test_positions_scans_cats_and_variances_along_a_padded_dimension(name):
+    f = BUCKETED_ALONG.get(name) or EXACT_SIZES[name]
     g = torch.compile(f, backend="tpu", dynamic=True)
     before = torch_tpu_rs.metrics()
     for n in (3, 5, 6, 9, 12):
         x = torch.randn(2, n, 8)
         _close(g(x.to("tpu")), f(x), tol=1e-4)
-        if name in FIXED_POSITIONS and "cum" not in name:
+        if name in BUCKETED_ALONG and "cum" not in name:
             # Gradients too: select_backward/slice_backward at a fixed position.
             # (A scan's backward scans in reverse, through flip: exact sizes.)
             xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
@@ -465,7 +513,7 @@ def test_fixed_positions_and_scans_along_a_padded_dimension(name):
     after = torch_tpu_rs.metrics()
     bucketed = after["bucketed_graphs"] > before["bucketed_graphs"]
     exact = after["exact_shape_graphs"] != before["exact_shape_graphs"]
-    if name in FIXED_POSITIONS:
+    if name in BUCKETED_ALONG:
         assert bucketed and not exact, after["exact_shape_graphs"]
     else:
         assert exact

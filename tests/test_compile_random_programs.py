@@ -73,11 +73,10 @@ KINDS = ["relu", "tanh", "gelu", "linear", "flat_linear", "bmm", "sum_seq", "mea
          "layer_norm", "rms_norm", "attention", "causal_attention", "contract_seq", "drop_first", "first_token",
          "last_token", "append_first", "flip_seq", "sort_seq", "length_as_number", "positions", "where", "var_seq",
          "pad_front"]
-# Ops whose forward or backward graph runs at exact sizes (a position from
-# the end, a flip, a cat along seq, the size as a number, ...); every other
-# kind must leave both graphs bucketed.
-EXACT_KINDS = {"cumsum_seq", "append_first", "flip_seq", "sort_seq", "length_as_number", "var_seq",
-               "pad_front", "max_seq"}
+# Ops whose forward or backward graph runs at exact sizes (a flip, a sort,
+# a scan's backward, the size as a number, max's backward); every other kind
+# must leave both graphs bucketed.
+EXACT_KINDS = {"cumsum_seq", "flip_seq", "sort_seq", "length_as_number", "max_seq"}
 BUCKETED_KINDS = [k for k in KINDS if k not in EXACT_KINDS]
 
 

@@ -21,6 +21,11 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   position or run of them (`x[:, 0]`, `x[:, :1]`, `x[:, -1]`) leaves the
   dimension unpadded: counted from the start it is the same element at
   either size, counted from the end it is passed as the real size minus it;
+- a run of a static dimension as long as a padded size (`pos[:, :S]` of a
+  learned position table) caps the bucket so that it fits, and its
+  backward zeroes the gradient's padding; a cat along a padded dimension
+  with one padded operand (a learned token before or after a sequence)
+  moves the operands after it to right after its real positions;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -33,8 +38,8 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   their weight gradients over it;
 - a size used as a number (a mean's backward divides by the count, `x *
   x.shape[1]`, a `full` of the length) is passed at its real value;
-- anything else touching a padded dimension (sort, flip, cat along it,
-  negative indices, a size in other than arithmetic, ...) makes the graph
+- anything else touching a padded dimension (sort, flip, a cat of two
+  padded operands, negative indices, a size in other than arithmetic, ...) makes the graph
   `Unpaddable`: it then runs at its exact sizes, which is always correct but
   compiles once per size.
 
@@ -289,7 +294,11 @@ class _Analysis:
         self.masks: list = []  # (node, arg index, dim, factors, fill)
         self.means: list = []  # (node, [(dim, factors or None)], input shape)
         self.caps: dict = {}
-        self.real_values: list = []  # (node, arg index, size expression) to pass at its real value
+        # (node, arg index, size expression or the node of a float computed
+        # from sizes) to pass at its real value
+        self.real_values: list = []
+        self.variances: list = []  # (node, [(dim, factors or None)], input shape)
+        self.moves: list = []  # (cat node, dim, real end of its padded operand, operands after it, their length)
 
     def run(self):
         for n in self.gm.graph.nodes:
@@ -315,7 +324,7 @@ class _Analysis:
         tensors = [a for a in _flat(n.args) if _is_tensor_node(a)]
         if t is operator.getitem:
             return self.s(n.args[0])[n.args[1]]
-        if isinstance(_val(n), (torch.SymInt, int)) and not tensors or t is aten.sym_size.int:
+        if isinstance(_val(n), (torch.SymInt, torch.SymFloat, int, float)) and not tensors or t is aten.sym_size.int:
             return None  # size arithmetic: evaluated at the padded sizes, which is what views need
         if any(_is_sym_node(a) for a in _flat(n.args)) and t not in _SIZE_ARGS:
             if not (isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags):
@@ -324,7 +333,9 @@ class _Analysis:
             # the program must see the real size, not the padded one.
             for i, a in enumerate(n.args):
                 if _is_sym_node(a):
-                    self.real_values.append((n, i, _expr(_val(a))))
+                    # A float (var's backward scales by 2 / (n - 1)) is recomputed from
+                    # the real sizes by the same arithmetic nodes; an int is an expression.
+                    self.real_values.append((n, i, a if isinstance(_val(a), torch.SymFloat) else _expr(_val(a))))
         if t is aten.full.default and _is_sym_node(n.args[1]):
             self.real_values.append((n, 1, _expr(_val(n.args[1]))))  # the fill value is a number
         self.positions_at_real_values(n)
@@ -439,19 +450,26 @@ def _slice(an, n, out):
     before, after = _shape(n.args[0])[dim], out[dim]
     if not _padded(src[dim]):
         if _is_atom(after) and isinstance(start, int) and start >= 0 and step == 1 and before.is_Integer:
-            # A run of a static dim from a fixed start: its bucket must fit in it.
-            sym = _symbol(after)
-            cap = int(before) - int(after - sym) - start
-            an.caps[sym] = min(an.caps.get(sym, cap), cap)
+            _fit(an, after, int(before) - start)  # a run of a static dim from a fixed start
         src[dim] = _atomic(after)
         return src
-    if after.is_Integer and step == 1 and _fixed_run(an, n, src[dim], 2, 3, after):
+    if after.is_Integer and step == 1 and (_fixed_run(an, n, src[dim], 2, 3, after)
+                                           or _run_at_a_real_position(n, src[dim])):
         src[dim] = _atomic(after)
         return src
     if not _cuts_a_constant(src[dim], start, step, before, after):
         raise Unpaddable("slice of a padded dimension")
     src[dim] = _atomic(after)
     return src
+
+
+def _fit(an, atom, room: int):
+    """Cap the bucket of `atom`'s symbol so that `atom` at the padded size
+    is at most `room`: a run of a static dimension (`pos[:, :S]` of a learned
+    position table) must fit in it at the padded size too."""
+    sym = _symbol(atom)
+    cap = room - int(atom - sym)
+    an.caps[sym] = min(an.caps.get(sym, cap), cap)
 
 
 def _cuts_a_constant(factors, start, step, longer, shorter) -> bool:
@@ -470,7 +488,12 @@ def _slice_backward(an, n, out):
     dim, start, step = n.args[2] % len(src), n.args[3], n.args[5]
     before, after = _shape(n.args[0])[dim], out[dim]
     if _padded(src[dim]):
-        if not _cuts_a_constant(src[dim], start, step, after, before):
+        if after.is_Integer and _plain(src[dim]) and isinstance(start, int) and start >= 0 and step == 1:
+            # The gradient of a run of a static dim (a learned position table
+            # sliced by the length): its padded positions must add nothing.
+            _fit(an, src[dim][0], int(after) - start)
+            an.masks.append((n, 0, dim, src[dim], 0))
+        elif not _cuts_a_constant(src[dim], start, step, after, before):
             raise Unpaddable("slice_backward of a padded dimension")
     elif not after.is_Integer:
         # A constant run placed into a padded dim (the backward of `x[:, -1:]`):
@@ -535,6 +558,17 @@ def _fixed_run(an, n: Node, factors, start_at: int, end_at: int, length) -> bool
     return True
 
 
+def _run_at_a_real_position(n: Node, factors) -> bool:
+    """Whether slice `n` of a plain padded dim cuts a constant-length run
+    from a start that is a size (`positions_at_real_values` passes it at its
+    real value), to an end that is a size too or a fixed position: the
+    same run at either size (the tokens after a sequence, in the backward
+    of their cat)."""
+    end = n.args[3] if len(n.args) > 3 else None
+    return (_plain(factors) and _is_sym_node(n.args[2])
+            and (_is_sym_node(end) or isinstance(end, int) and 0 <= end < _TO_THE_END))
+
+
 def _select(an, n, out):
     src = list(an.s(n.args[0]))
     dim = n.args[1] % len(src)
@@ -581,14 +615,23 @@ def _embedding_backward(an, n, out):
 
 
 def _cat(an, n, out):
+    """cat along a padded dim takes one padded operand (a sequence with a
+    learned token before or after it). Operands before it keep their
+    positions; those after it belong right after its real positions, not
+    after its padding, so they are moved there (`an.moves`)."""
     tensors = [t for t in n.args[0] if _shape(t) != [0]]
     dim = (n.args[1] if len(n.args) > 1 else 0) % len(out)
     structs = [an.s(t) for t in tensors]
-    if any(_padded(s[dim]) for s in structs):
+    padded = [k for k, s in enumerate(structs) if _padded(s[dim])]
+    if len(padded) > 1 or padded and not _plain(structs[padded[0]][dim]):
         raise Unpaddable("cat along a padded dimension")
     res = [_atomic(out[i]) if i == dim else structs[0][i] for i in range(len(out))]
     if any(s[i] != res[i] for s in structs for i in range(len(out)) if i != dim):
         raise Unpaddable("cat of operands with different layouts")
+    if padded and padded[0] < len(tensors) - 1:
+        k = padded[0]
+        real_end = sum(_shape(t)[dim] for t in tensors[:k + 1])
+        an.moves.append((n, dim, real_end, tensors[k + 1:], int(sum(_shape(t)[dim] for t in tensors[k + 1:]))))
     return res
 
 
@@ -779,6 +822,42 @@ def _convolution_backward(an, n, out):
     return (list(src), [_atomic(e) for e in _shape(n.args[2])], [_atomic(_expr(b)) for b in bias] if bias else [])
 
 
+_VARIANCES = (aten.var.correction, aten.std.correction, aten.var_mean.correction)
+
+
+def _variance(an, n, out):
+    """var/std/var_mean over a padded dim is rebuilt from masked sums over
+    the real count (`an.variances`): the mean, then the squared deviations."""
+    src = an.s(n.args[0])
+    rank = len(src)
+    dims = n.args[1] if len(n.args) > 1 and n.args[1] is not None else list(range(rank))
+    dims = sorted({d % max(rank, 1) for d in ([dims] if isinstance(dims, int) else dims)})
+    counted = [(d, src[d] if _padded(src[d]) else None) for d in dims]
+    if any(f is not None for _, f in counted):
+        an.variances.append((n, counted, _shape(n.args[0])))
+    if n.kwargs.get("keepdim", False):
+        res = [(() if d in dims else f) for d, f in enumerate(src)]
+    else:
+        res = [f for d, f in enumerate(src) if d not in dims]
+    return (res, res) if n.target is aten.var_mean.correction else res
+
+
+def _constant_pad(an, n, out):
+    """constant_pad_nd: padding before a padded dim, or cropping it (its
+    backward), shifts its real positions by a constant, still a prefix;
+    padding after it would land in its padding."""
+    src, pads = list(an.s(n.args[0])), n.args[1]
+    for k in range(len(pads) // 2):
+        d, before, after = len(src) - 1 - k, pads[2 * k], pads[2 * k + 1]
+        if not (isinstance(before, int) and isinstance(after, int)):
+            raise Unpaddable("constant_pad_nd by a size")
+        if _padded(src[d]) and not (_plain(src[d]) and after == 0):
+            raise Unpaddable("constant_pad_nd after a padded dimension")
+        if before or after:
+            src[d] = _atomic(out[d])
+    return src
+
+
 def _layer_norm(an, n, out):
     src = an.s(n.args[0])
     k = len(n.args[1])
@@ -798,7 +877,8 @@ _HANDLERS = {
     aten.slice.Tensor: _slice, aten.slice_backward.default: _slice_backward, aten.select.int: _select,
     aten.mm.default: _matmul, aten.bmm.default: _matmul, aten.addmm.default: _matmul,
     aten.embedding.default: _embedding, aten.embedding_dense_backward.default: _embedding_backward,
-    aten.cat.default: _cat,
+    aten.cat.default: _cat, aten.constant_pad_nd.default: _constant_pad,
+    **{t: _variance for t in _VARIANCES},
     aten.split.Tensor: _split_op, aten.split_with_sizes.default: _split_op,
     aten.arange.default: _factory, aten.full.default: _factory, aten.zeros.default: _factory,
     aten.ones.default: _factory, aten.empty.memory_format: _factory,
@@ -868,6 +948,68 @@ def _mask(g: Graph, x: Node, like: Node, dim: int, factors, real: dict, padded: 
     return g.call_function(aten.where.ScalarOther, (keep, x, _fill_for(like, fill)))
 
 
+def _real_count(g: Graph, counted, shape, real: dict):
+    """Graph arithmetic for how many real elements a reduction over
+    `counted` dims ([(dim, factors of a padded dim, or None)]) sees."""
+    count = 1
+    for d, factors in counted:
+        size = _size(factors, real, g) if factors is not None else int(shape[d])
+        count = g.call_function(operator.mul, (count, size))
+    return count
+
+
+def _rebuild_variance(an, g: Graph, n: Node, counted, shape, real: dict, padded: dict):
+    """Replace var/std/var_mean `n` over padded dims with sums that skip the
+    padding and divide by the real count (less the correction)."""
+    x = n.args[0]
+    dims = [d for d, _ in counted]
+    keep = n.kwargs.get("keepdim", False)
+    correction = n.kwargs.get("correction")
+    correction = 1 if correction is None else correction
+
+    def masked(t):
+        for d, factors in counted:
+            if factors is not None:
+                t = _mask(g, t, x, d, factors, real, padded, 0)
+        return t
+
+    count = _real_count(g, counted, shape, real)
+    mean = g.call_function(aten.div.Scalar, (g.call_function(aten.sum.dim_IntList, (masked(x), dims, True)), count))
+    dev = masked(g.call_function(aten.sub.Tensor, (x, mean)))
+    total = g.call_function(aten.sum.dim_IntList, (g.call_function(aten.mul.Tensor, (dev, dev)), dims, keep))
+    var = g.call_function(aten.div.Scalar, (total, g.call_function(operator.sub, (count, correction))))
+    if n.target is aten.std.correction:
+        var = g.call_function(aten.sqrt.default, (var,))
+    if n.target is not aten.var_mean.correction:
+        _replace(an, n, var)
+        return
+    if not keep:
+        mean = g.call_function(aten.squeeze.dims, (mean, dims))
+    for user in list(n.users):  # getitem 0 and 1
+        _replace(an, user, (var, mean)[user.args[1]])
+    g.erase_node(n)
+
+
+def _replace(an, old: Node, new: Node):
+    """Put `new` in place of `old` (its uses, its metadata and its factors)."""
+    new.meta = dict(old.meta)  # what the output narrowing reads
+    an.struct[new] = an.struct[old]
+    old.replace_all_uses_with(new)
+    old.graph.erase_node(old)
+
+
+def _at_real_sizes(g: Graph, a, real: dict):
+    """A copy of the size arithmetic that computes `a` (`2.0 / (sym_float(s)
+    - 1.0)`), computed from the real sizes instead of the padded ones."""
+    if not isinstance(a, Node):
+        return a
+    if a.op == "placeholder" or a.target is aten.sym_size.int:
+        return _expr_node(g, _expr(_val(a)), real)
+    if a.op != "call_function" or any(_is_tensor_node(x) for x in _flat(a.args)):
+        raise Unpaddable(f"{_op_name(a.target)} computes a number used as a value")
+    return g.call_function(a.target, tuple(_at_real_sizes(g, x, real) for x in a.args), dict(a.kwargs))
+
+
 def _expr_node(g: Graph, e: sympy.Expr, values: dict):
     """Graph arithmetic computing the size expression `e` from `values`
     (symbol -> graph input)."""
@@ -926,7 +1068,7 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
             input_dims.append(None)
     used = {sym for st in an.struct.values() if isinstance(st, list) for dim in st
             if isinstance(dim, tuple) for sym in _free(dim)} | derived
-    used |= {sym for _, _, e in an.real_values for sym in e.free_symbols}
+    used |= {sym for _, _, e in an.real_values for sym in (_expr(_val(e)) if isinstance(e, Node) else e).free_symbols}
     merged_sources = {sym for info in input_dims if isinstance(info, list) for _, fs in info if len(fs) > 1
                       for sym in _free(fs)}
     if used - sources - merged_sources:
@@ -949,14 +1091,23 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
             n.update_arg(i, x)
     for n, i, expr in an.real_values:
         with g.inserting_before(n):
-            n.update_arg(i, _expr_node(g, expr, real))
+            n.update_arg(i, _at_real_sizes(g, expr, real) if isinstance(expr, Node) else _expr_node(g, expr, real))
+    for n, dim, real_end, tail, length in an.moves:
+        with g.inserting_before(n.next):
+            begin = _expr_node(g, real_end, real)
+            end = g.call_function(operator.add, (begin, length))
+            rest = g.call_function(aten.cat.default, (list(tail), dim))
+            moved = g.call_function(aten.slice_scatter.default, (n, rest, dim, begin, end))
+        n.replace_all_uses_with(moved, delete_user_cb=lambda user: user is not moved)
+        moved.meta = dict(n.meta)
+        an.struct[moved] = an.struct[n]
+    for n, counted, shape in an.variances:
+        with g.inserting_before(n):
+            _rebuild_variance(an, g, n, counted, shape, real, padded)
     for n, counted, shape in an.means:
         x = n.args[0]
         with g.inserting_before(n):
-            count = 1
-            for d, factors in counted:
-                size = _size(factors, real, g) if factors is not None else int(shape[d])
-                count = g.call_function(operator.mul, (count, size))
+            count = _real_count(g, counted, shape, real)
             if n.target in _MEAN_LOSSES:  # the same loss summed, over the real count
                 at = _MEAN_LOSSES[n.target]
                 total = g.call_function(n.target, tuple(n.args[:at]) + (2,) + tuple(n.args[at + 1:]), dict(n.kwargs))
@@ -964,10 +1115,7 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
                 keep = n.args[2] if len(n.args) > 2 else False
                 total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
             mean = g.call_function(aten.div.Scalar, (total, count))
-        mean.meta = dict(n.meta)  # what the output narrowing below reads
-        an.struct[mean] = an.struct[n]
-        n.replace_all_uses_with(mean)
-        g.erase_node(n)
+        _replace(an, n, mean)
     output = next(n for n in g.nodes if n.op == "output")
     output_dims = []
     for leaf in _flat(output.args):
