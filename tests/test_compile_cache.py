@@ -160,11 +160,11 @@ import json, os, torch, torch_tpu_rs
 torch_tpu_rs.set_eager_mode("fused")
 def maps():
     return sum(1 for _ in open("/proc/self/maps"))
-budget = maps() + 600
+budget = maps() + 300
 os.environ["TORCH_TPU_MAX_MAPPINGS"] = str(budget)  # read at the first check
 peak = 0
 for rep in range(2):
-    for n in range(1, 121):
+    for n in range(1, 25):
         x = torch.ones(n, 4, device="tpu")
         y = ((x @ x.T).softmax(-1) * 2 + 1).sum(0).tanh()  # one fused graph per n
         y = y * n  # each of the n columns sums n rows of 2/n + 1, then tanh
@@ -180,7 +180,7 @@ print(json.dumps({"evicted": m["evicted_programs"], "cached": m["cached_programs
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    assert r["evicted"] > 0 and r["cached"] < 120
+    assert r["evicted"] > 0 and r["cached"] < 24
     assert r["disk"] > 0  # the second round reloads evicted graphs from disk
     # Checked every 8 compiles: the overshoot is a few programs' mappings.
     assert r["peak"] < r["budget"] + 600, r
