@@ -463,6 +463,8 @@ FIXED_POSITIONS = {
     "first-token slice": lambda h: h + h[:, :1],
     "a run of positions": lambda h: h[:, 1:3].sum(1, keepdim=True) * h,
     "position ids from cumsum": lambda h: h * (h > 0).long().cumsum(1).to(h.dtype),
+    # Its backward is a reversed scan: flip, cumsum, flip.
+    "cumsum with its gradient": lambda h: h.cumsum(1) * h,
     "cumprod and logcumsumexp": lambda h: torch.tanh(h).cumprod(1) + torch.logcumsumexp(h, 1),
     # Positions from the end move with padding: they reach the program at
     # their real values. Their backward used to be bucketed with the
@@ -472,8 +474,9 @@ FIXED_POSITIONS = {
     "a run from the end": lambda h: h[:, -3:-1] * h[:, :1],
 }
 # A cat along the padded dimension with one padded operand (what follows it
-# is moved to right after its real positions), padding in front of it, and
-# variances over it (rebuilt from sums over the real count): bucketed.
+# is moved to right after its real positions), padding in front of it,
+# variances over it (rebuilt from sums over the real count), and max's
+# backward: bucketed.
 JOINS_AND_SPREADS = {
     "tokens before the sequence": lambda h: torch.cat([h[:, :2] + 1, h], 1).amax(1),
     "a token after the sequence": lambda h: torch.softmax(torch.cat([h, h[:, :1] * 2], 1), 1),
@@ -482,6 +485,9 @@ JOINS_AND_SPREADS = {
     "var": lambda h: h - h.var(1, keepdim=True),
     "std without correction": lambda h: h.std(1, correction=0) * 2,
     "var_mean over two dims": lambda h: torch.var_mean(h, (1, 2))[0] + torch.var_mean(h, (1, 2))[1],
+    # max's backward scatters at the positions the forward's masked max found.
+    "max along it": lambda h: h + h.max(dim=1, keepdim=True).values,
+    "min along it, dim dropped": lambda h: h * h.min(1).values[:, None],
 }
 BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS}
 # These run at exact sizes: a merged dim's scan sees other rows' padding, and
@@ -491,6 +497,8 @@ EXACT_SIZES = {
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
     "a cat of two padded operands": lambda h: torch.cat([h, h * 2], 1).sum(1),
     "padding after the sequence": lambda h: torch.nn.functional.pad(h, (0, 0, 0, 1)) * 2,
+    "a scatter at computed positions": lambda h: torch.zeros_like(h).scatter(
+        1, h[:, :1].abs().long().clamp(max=2), h[:, :1]),
 }
 
 
@@ -502,9 +510,9 @@ def test_positions_scans_cats_and_variances_along_a_padded_dimension(name):
     for n in (3, 5, 6, 9, 12):
         x = torch.randn(2, n, 8)
         _close(g(x.to("tpu")), f(x), tol=1e-4)
-        if name in BUCKETED_ALONG and "cum" not in name:
+        if name in BUCKETED_ALONG and name != "cumprod and logcumsumexp":
             # Gradients too: select_backward/slice_backward at a fixed position.
-            # (A scan's backward scans in reverse, through flip: exact sizes.)
+            # (cumprod's and logcumsumexp's backward run at exact sizes.)
             xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
             w = torch.randn_like(f(x))
             (f(xc) * w).sum().backward()

@@ -74,9 +74,8 @@ KINDS = ["relu", "tanh", "gelu", "linear", "flat_linear", "bmm", "sum_seq", "mea
          "last_token", "append_first", "flip_seq", "sort_seq", "length_as_number", "positions", "where", "var_seq",
          "pad_front"]
 # Ops whose forward or backward graph runs at exact sizes (a flip, a sort,
-# a scan's backward, the size as a number, max's backward); every other kind
-# must leave both graphs bucketed.
-EXACT_KINDS = {"cumsum_seq", "flip_seq", "sort_seq", "length_as_number", "max_seq"}
+# the size as a number); every other kind must leave both graphs bucketed.
+EXACT_KINDS = {"flip_seq", "sort_seq", "length_as_number"}
 BUCKETED_KINDS = [k for k in KINDS if k not in EXACT_KINDS]
 
 

@@ -25,7 +25,10 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   learned position table) caps the bucket so that it fits, and its
   backward zeroes the gradient's padding; a cat along a padded dimension
   with one padded operand (a learned token before or after a sequence)
-  moves the operands after it to right after its real positions;
+  moves the operands after it to right after its real positions; max's
+  backward scatters at the positions the forward's max found, which are
+  in range at either size; a reversed sum scan (flip, cumsum, flip: the
+  backward of cumsum) zeroes the padding first;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -38,7 +41,7 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   their weight gradients over it;
 - a size used as a number (a mean's backward divides by the count, `x *
   x.shape[1]`, a `full` of the length) is passed at its real value;
-- anything else touching a padded dimension (sort, flip, a cat of two
+- anything else touching a padded dimension (sort, other flips, a cat of two
   padded operands, negative indices, a size in other than arithmetic, ...) makes the graph
   `Unpaddable`: it then runs at its exact sizes, which is always correct but
   compiles once per size.
@@ -163,21 +166,23 @@ def _guessed(e: sympy.Expr) -> Factors:
 
 
 # The outputs of recently planned forward graphs, newest last, as
-# {node name: (sizes, factors)}. The inputs a backward graph gets from its
-# forward keep the forward's node names, and their factors (a flattened
-# [batch, heads] is (s0, 2), not (2, s0)) cannot be read from sizes alone.
+# {node name: (sizes, factors, (dim, kept) or None)}. The inputs a backward graph
+# gets from its forward keep the forward's node names, and their factors (a
+# flattened [batch, heads] is (s0, 2), not (2, s0)) cannot be read from
+# sizes alone. (dim, kept) is set on the positions a masked max found along
+# a padded dim (`_argmax_dim`), which max's backward scatters at.
 _FORWARD_OUTPUTS: list = []
 
 
 def _forward_layouts(gm: GraphModule) -> dict:
-    """{placeholder name: factors} from the newest forward graph whose
-    outputs match this graph's inputs by name and sizes."""
+    """{placeholder name: (factors, (dim, kept) or None)} from the newest forward
+    graph whose outputs match this graph's inputs by name and sizes."""
     inputs = {n.name: tuple(_shape(n)) for n in gm.graph.nodes
               if n.op == "placeholder" and isinstance(_val(n), torch.Tensor)}
     for outs in reversed(_FORWARD_OUTPUTS):
         shared = {k: v for k, v in outs.items() if k in inputs}
-        if shared and all(inputs[k] == sizes for k, (sizes, _) in shared.items()):
-            return {k: factors for k, (_, factors) in shared.items()}
+        if shared and all(inputs[k] == sizes for k, (sizes, _, _) in shared.items()):
+            return {k: (factors, dim) for k, (_, factors, dim) in shared.items()}
     return {}
 
 
@@ -228,7 +233,8 @@ _LAYOUT = {aten.clone.default, aten._to_copy.default, aten.alias.default, aten.d
 _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 _SIZE_ARGS = _VIEWS | {aten.expand.default, aten.slice.Tensor, aten.arange.default, aten.arange.start,
                        aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
-                       aten.sym_size.int, aten.slice_backward.default, aten.select_backward.default}
+                       aten.sym_size.int, aten.slice_backward.default, aten.select_backward.default,
+                       aten.new_zeros.default}
 # reduction -> (identity used to mask padding, dims argument index or None for "all")
 _REDUCE = {
     aten.sum.dim_IntList: (0, 1), aten.sum.default: (0, None),
@@ -298,6 +304,8 @@ class _Analysis:
         # from sizes) to pass at its real value
         self.real_values: list = []
         self.variances: list = []  # (node, [(dim, factors or None)], input shape)
+        self.closing_flips: set = set()  # flips that end a reversed scan (`_flip`)
+        self.argmax_dims: dict = {}  # input -> (dim, kept): positions a max found along it (`_argmax_dim`)
         self.moves: list = []  # (cat node, dim, real end of its padded operand, operands after it, their length)
 
     def run(self):
@@ -306,7 +314,9 @@ class _Analysis:
                 v = _val(n)
                 if isinstance(v, torch.Tensor):
                     known = self.layouts.get(n.name)
-                    self.struct[n] = list(known) if known is not None else [_guessed(e) for e in _shape(n)]
+                    self.struct[n] = list(known[0]) if known is not None else [_guessed(e) for e in _shape(n)]
+                    if known is not None and known[1] is not None:
+                        self.argmax_dims[n] = known[1]
             elif n.op == "call_function":
                 self.struct[n] = self.node(n)
             elif n.op == "output":
@@ -803,6 +813,27 @@ def _prefix_scan(an, n, out):
     return list(src)
 
 
+def _flip(an, n, out):
+    """flip moves a padded dim's padding to the front, so it is only taken
+    as a reversed sum scan, flip -> cumsum -> flip back (cumsum's
+    backward), each used once: with the padding zeroed before the first
+    flip, the scan adds zeros before the real positions, and the second
+    flip puts every sum back at its real position."""
+    src = an.s(n.args[0])
+    dims = [d % len(src) for d in n.args[1]]
+    if not any(_padded(src[d]) for d in dims) or n in an.closing_flips:
+        return list(src)
+    scan = next(iter(n.users)) if len(dims) == 1 and len(n.users) == 1 else None
+    if scan is not None and scan.target is aten.cumsum.default and _plain(src[dims[0]]) \
+            and scan.args[1] % len(src) == dims[0] and len(scan.users) == 1:
+        back = next(iter(scan.users))
+        if back.target is aten.flip.default and [d % len(src) for d in back.args[1]] == dims:
+            an.masks.append((n, 0, dims[0], src[dims[0]], 0))
+            an.closing_flips.add(back)
+            return list(src)
+    raise Unpaddable("flip of a padded dimension")
+
+
 def _convolution(an, n, out):
     """A padded batch keeps its samples apart; padded spatial dims do not."""
     src = an.s(n.args[0])
@@ -840,6 +871,52 @@ def _variance(an, n, out):
     else:
         res = [f for d, f in enumerate(src) if d not in dims]
     return (res, res) if n.target is aten.var_mean.correction else res
+
+
+def _argmax_dim(an, index) -> tuple | None:
+    """(dim, kept) if `index` holds the positions a max/min/argmax/argmin
+    found along `dim`, `kept` if that dim stays as a dim of one; else None.
+    In real rows they are real positions (a padded dim's max is masked),
+    elsewhere positions within the dim's size: in range either way. A
+    backward graph's input knows it from its forward."""
+    if not isinstance(index, Node):
+        return None
+    if index.op == "placeholder":
+        return an.argmax_dims.get(index)
+    if index.target is aten.unsqueeze.default:  # max's backward without keepdim
+        inner = _argmax_dim(an, index.args[0])
+        at = index.args[1] % len(an.s(index))
+        return (at, True) if inner is not None and inner == (at, False) else None
+    red = index
+    if index.target is operator.getitem:
+        red = index.args[0]
+        if index.args[1] != 1 or red.target not in (aten.max.dim, aten.min.dim):
+            return None
+    elif index.target not in (aten.argmax.default, aten.argmin.default):
+        return None
+    src = an.s(red.args[0])
+    if not (len(red.args) > 1 and isinstance(red.args[1], int)):
+        return None
+    dim = red.args[1] % len(src)
+    keep = red.args[2] if len(red.args) > 2 else red.kwargs.get("keepdim", False)
+    return dim, bool(keep)
+
+
+def _scatter(an, n, out):
+    """scatter at the positions a max along the same dim found (max's
+    backward, with dim): each lands where max read it. Any other index,
+    computed from padding, could point anywhere."""
+    src = an.s(n.args[0])
+    dim = n.args[1] % len(src)
+    index = n.args[2]
+    if _argmax_dim(an, index) != (dim, True):
+        raise Unpaddable("scatter on a padded tensor")
+    shape = an.s(index)
+    if any(shape[d] != src[d] for d in range(len(src)) if d != dim) or shape[dim] != ():
+        raise Unpaddable("scatter with an index of another layout")
+    if _is_tensor_node(n.args[3]) and an.s(n.args[3]) != shape:
+        raise Unpaddable("scatter with a source of another layout")
+    return list(src)
 
 
 def _constant_pad(an, n, out):
@@ -881,12 +958,13 @@ _HANDLERS = {
     **{t: _variance for t in _VARIANCES},
     aten.split.Tensor: _split_op, aten.split_with_sizes.default: _split_op,
     aten.arange.default: _factory, aten.full.default: _factory, aten.zeros.default: _factory,
-    aten.ones.default: _factory, aten.empty.memory_format: _factory,
+    aten.ones.default: _factory, aten.empty.memory_format: _factory, aten.new_zeros.default: _factory,
+    aten.scatter.src: _scatter, aten.scatter.value: _scatter,
     aten.native_layer_norm.default: _layer_norm,
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     aten.convolution.default: _convolution, aten.convolution_backward.default: _convolution_backward,
     aten.tril.default: _triangle, aten.triu.default: _triangle,
-    **{t: _prefix_scan for t in _PREFIX_SCANS},
+    **{t: _prefix_scan for t in _PREFIX_SCANS}, aten.flip.default: _flip,
     aten.mse_loss.default: _mean_loss, aten.mse_loss_backward.default: _mean_loss,
     aten.select_backward.default: _select_backward,
     aten._softmax_backward_data.default: _softmax_backward,
@@ -1045,8 +1123,8 @@ def plan(gm: GraphModule, forward: bool = False) -> Plan:
     an.run()
     if forward:
         output = next(n for n in gm.graph.nodes if n.op == "output")
-        _FORWARD_OUTPUTS.append({leaf.name: (tuple(_shape(leaf)), list(an.s(leaf))) for leaf in _flat(output.args)
-                                 if _is_tensor_node(leaf)})
+        _FORWARD_OUTPUTS.append({leaf.name: (tuple(_shape(leaf)), list(an.s(leaf)), _argmax_dim(an, leaf))
+                                 for leaf in _flat(output.args) if _is_tensor_node(leaf)})
         del _FORWARD_OUTPUTS[:-16]
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
