@@ -465,6 +465,7 @@ FIXED_POSITIONS = {
     "position ids from cumsum": lambda h: h * (h > 0).long().cumsum(1).to(h.dtype),
     # Its backward is a reversed scan: flip, cumsum, flip.
     "cumsum with its gradient": lambda h: h.cumsum(1) * h,
+    "cumsum, then a mean over it": lambda h: h.cumsum(1).mean(1),  # its gradient's padding is not zero
     "cumprod and logcumsumexp": lambda h: torch.tanh(h).cumprod(1) + torch.logcumsumexp(h, 1),
     # Positions from the end move with padding: they reach the program at
     # their real values. Their backward used to be bucketed with the
