@@ -41,10 +41,10 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   their weight gradients over it;
 - a size used as a number (a mean's backward divides by the count, `x *
   x.shape[1]`, a `full` of the length) is passed at its real value;
-- anything else touching a padded dimension (sort, other flips, a cat of two
-  padded operands, negative indices, a size in other than arithmetic, ...) makes the graph
-  `Unpaddable`: it then runs at its exact sizes, which is always correct but
-  compiles once per size.
+- anything else touching a padded dimension (sort, other flips, a cat of
+  two padded operands, negative indices, a size in other than arithmetic,
+  ...) makes the graph `Unpaddable`: it then runs at its exact sizes, which
+  is always correct but compiles once per size.
 
 Why bucketing rather than XLA's bounded dynamic dimensions: bounded shapes
 need every lowering to handle dynamic dimensions and rely on the plugin's
