@@ -491,8 +491,10 @@ JOINS_AND_SPREADS = {
     "min along it, dim dropped": lambda h: h * h.min(1).values[:, None],
 }
 BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS}
-# These run at exact sizes: a merged dim's scan sees other rows' padding, and
-# a run from the end to a fixed position changes length with the size.
+# These run at exact sizes: a merged dim's scan sees other rows' padding, a
+# run from the end to a fixed position changes length with the size, a
+# second padded operand or padding after the sequence would sit behind
+# padding, and a computed scatter index could point anywhere.
 EXACT_SIZES = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
@@ -512,7 +514,8 @@ def test_positions_scans_cats_and_variances_along_a_padded_dimension(name):
         x = torch.randn(2, n, 8)
         _close(g(x.to("tpu")), f(x), tol=1e-4)
         if name in BUCKETED_ALONG and name != "cumprod and logcumsumexp":
-            # Gradients too: select_backward/slice_backward at a fixed position.
+            # Gradients too: select_backward/slice_backward at a fixed position,
+            # cat's slices, the reversed scan, max's scatter, var's scale.
             # (cumprod's and logcumsumexp's backward run at exact sizes.)
             xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
             w = torch.randn_like(f(x))
