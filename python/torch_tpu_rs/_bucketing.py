@@ -657,14 +657,25 @@ def _factory(an, n, out):
     return [_atomic(e) for e in out]
 
 
+def _reduced_dims(dims, rank: int) -> list:
+    """A reduction's dims argument (an int, a list, or None/empty for all),
+    as sorted non-negative dims."""
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % max(rank, 1) for d in dims}) if dims else list(range(rank))
+
+
+def _reduced_struct(src: Struct, dims: list, keep: bool) -> Struct:
+    """The factors of a reduction's result over `dims` of `src`."""
+    if keep:
+        return [(() if d in dims else f) for d, f in enumerate(src)]
+    return [f for d, f in enumerate(src) if d not in dims]
+
+
 def _reduce(an, n, out):
     fill, dims_at = _REDUCE[n.target]
     src = an.s(n.args[0])
-    rank = len(src)
-    dims = n.args[dims_at] if dims_at is not None and len(n.args) > dims_at else None
-    if isinstance(dims, int):
-        dims = [dims]
-    dims = sorted({d % max(rank, 1) for d in dims}) if dims else list(range(rank))
+    dims = _reduced_dims(n.args[dims_at] if dims_at is not None and len(n.args) > dims_at else None, len(src))
     counted = []
     for d in dims:
         if _padded(src[d]):
@@ -677,10 +688,7 @@ def _reduce(an, n, out):
     if n.target in _KEEPS_DIMS:
         return list(src)
     keep = n.args[2] if len(n.args) > 2 and dims_at is not None else n.kwargs.get("keepdim", False)
-    if keep:
-        res = [(() if d in dims else f) for d, f in enumerate(src)]
-    else:
-        res = [f for d, f in enumerate(src) if d not in dims]
+    res = _reduced_struct(src, dims, keep)
     if n.target in (aten.max.dim, aten.min.dim):
         return (res, res)
     return res
@@ -860,16 +868,11 @@ def _variance(an, n, out):
     """var/std/var_mean over a padded dim is rebuilt from masked sums over
     the real count (`an.variances`): the mean, then the squared deviations."""
     src = an.s(n.args[0])
-    rank = len(src)
-    dims = n.args[1] if len(n.args) > 1 and n.args[1] is not None else list(range(rank))
-    dims = sorted({d % max(rank, 1) for d in ([dims] if isinstance(dims, int) else dims)})
+    dims = _reduced_dims(n.args[1] if len(n.args) > 1 else None, len(src))
     counted = [(d, src[d] if _padded(src[d]) else None) for d in dims]
     if any(f is not None for _, f in counted):
         an.variances.append((n, counted, _shape(n.args[0])))
-    if n.kwargs.get("keepdim", False):
-        res = [(() if d in dims else f) for d, f in enumerate(src)]
-    else:
-        res = [f for d, f in enumerate(src) if d not in dims]
+    res = _reduced_struct(src, dims, n.kwargs.get("keepdim", False))
     return (res, res) if n.target is aten.var_mean.correction else res
 
 
