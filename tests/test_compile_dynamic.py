@@ -490,7 +490,14 @@ JOINS_AND_SPREADS = {
     "max along it": lambda h: h + h.max(dim=1, keepdim=True).values,
     "min along it, dim dropped": lambda h: h * h.min(1).values[:, None],
 }
-BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS}
+# A reduction over rows merged with the padded dimension: its backward
+# broadcasts the gradient over [2*s0, ...], a size whose layout only the
+# saved rows it meets tell.
+MERGED_ROWS = {
+    "a sum over merged rows": lambda h: h.flatten(0, 1).sin().sum(0),
+    "a mean over merged rows": lambda h: (h.flatten(0, 1) * 2).mean(0, keepdim=True),
+}
+BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS}
 # These run at exact sizes: a merged dim's scan sees other rows' padding, a
 # run from the end to a fixed position changes length with the size, a
 # second padded operand or padding after the sequence would sit behind

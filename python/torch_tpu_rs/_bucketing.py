@@ -155,7 +155,7 @@ def _atomic(e: sympy.Expr) -> Factors:
 
 def _guessed(e: sympy.Expr) -> Factors:
     """Factors of an input size that is a product (`2*s0`, a flattened
-    [batch, seq]) that no forward graph laid out (`_FORWARD_OUTPUTS`): the
+    [batch, seq]) that its forward graph did not lay out (`_forward_layouts`): the
     layout is not in the expression, so this guesses constants outermost and
     symbols by name; `_padded_call` only trusts the guess when the tensor
     comes from a padded graph that recorded the same factors."""
@@ -165,25 +165,22 @@ def _guessed(e: sympy.Expr) -> Factors:
     return _normalize((coeff, *sorted(atoms, key=str)))
 
 
-# The outputs of recently planned forward graphs, newest last, as
-# {node name: (sizes, factors, (dim, kept) or None)}. The inputs a backward graph
-# gets from its forward keep the forward's node names, and their factors (a
-# flattened [batch, heads] is (s0, 2), not (2, s0)) cannot be read from
-# sizes alone. (dim, kept) is set on the positions a masked max found along
-# a padded dim (`_argmax_dim`), which max's backward scatters at.
-_FORWARD_OUTPUTS: list = []
-
-
-def _forward_layouts(gm: GraphModule) -> dict:
-    """{placeholder name: (factors, (dim, kept) or None)} from the newest forward
-    graph whose outputs match this graph's inputs by name and sizes."""
-    inputs = {n.name: tuple(_shape(n)) for n in gm.graph.nodes
-              if n.op == "placeholder" and isinstance(_val(n), torch.Tensor)}
-    for outs in reversed(_FORWARD_OUTPUTS):
-        shared = {k: v for k, v in outs.items() if k in inputs}
-        if shared and all(inputs[k] == sizes for k, (sizes, _, _) in shared.items()):
-            return {k: (factors, dim) for k, (_, factors, dim) in shared.items()}
-    return {}
+def _forward_layouts(gm: GraphModule, saved: dict) -> dict:
+    """{placeholder name: (factors, (dim, kept) or None)} for the inputs
+    this backward graph gets from its own forward graph, whose plan recorded
+    its outputs in `saved` as {node name: (sizes, factors, (dim, kept) or
+    None)}. The names are the forward's node names; their factors (a
+    flattened [batch, heads] is (s0, 2), not (2, s0)) cannot be read from
+    sizes alone. (dim, kept) is set on the positions a masked max found
+    along a padded dim (`_argmax_dim`), which max's backward scatters at."""
+    out = {}
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and n.name in saved and isinstance(_val(n), torch.Tensor):
+            sizes, factors, dim = saved[n.name]
+            if tuple(_shape(n)) != sizes:
+                raise Unpaddable(f"input {n.name} has sizes {tuple(_shape(n))}, its forward saved {sizes}")
+            out[n.name] = (factors, dim)
+    return out
 
 
 def _regroup(struct: Struct, out_exprs) -> Struct:
@@ -217,6 +214,30 @@ def _regroup(struct: Struct, out_exprs) -> Struct:
     if atoms:
         raise Unpaddable("view changes the number of elements")
     return out
+
+
+class _Uniform(tuple):
+    """The factors of a dimension whose values are all the same (a
+    broadcast, a fill). Its size may be a product (`2*s0`) whose layout
+    nothing tells, but any layout describes it: its padded positions hold
+    the same value as the real ones, and every run of as many positions as
+    the real size holds the same values. So these are guessed factors that
+    give way to the layout of whatever it meets in a pointwise op."""
+
+
+def _uniform(e: sympy.Expr) -> Factors:
+    return _Uniform(_guessed(e))
+
+
+def _settled(struct):
+    """A result's factors with its uniform dims taken at their guessed
+    layouts: an op other than a pointwise one (a scatter into zeros) may
+    leave the values along them different."""
+    if isinstance(struct, tuple) and not isinstance(struct, _Uniform):
+        return tuple(_settled(s) for s in struct)
+    if isinstance(struct, list):
+        return [_settled(s) for s in struct]
+    return tuple(struct) if isinstance(struct, _Uniform) else struct
 
 
 def _padded(f: Factors) -> bool:
@@ -360,7 +381,10 @@ class _Analysis:
             handler = _pointwise
         if handler is None:
             raise Unpaddable(f"{_op_name(t)} on a padded dimension")
-        return handler(self, n, out_exprs)
+        struct = handler(self, n, out_exprs)
+        if handler in (_pointwise, _expand, _fill):
+            return struct  # the ops that keep values uniform along a dim
+        return _settled(struct)
 
     def positions_at_real_values(self, n: Node):
         """A slice start, an arange start or a selected index is a position: at
@@ -390,6 +414,9 @@ def _pointwise(an: _Analysis, n: Node, out):
     res = []
     for i in range(len(out)):
         cands = {st[j] for st, ex in ins if (j := i - (len(out) - len(ex))) >= 0 and ex[j] != 1}
+        laid_out = {f for f in cands if not isinstance(f, _Uniform)}
+        if laid_out:
+            cands = laid_out
         if len(cands) > 1:
             raise Unpaddable(f"{n.target}: operands with different layouts {cands}")
         res.append(cands.pop() if cands else _atomic(out[i]))
@@ -416,13 +443,31 @@ def _same(an, n, out):
 
 
 def _view(an, n, out):
-    return _regroup(an.s(n.args[0]), out)
+    src = an.s(n.args[0])
+    try:
+        return _regroup(src, out)
+    except Unpaddable:
+        if not any(isinstance(f, _Uniform) for f in src):
+            raise
+        # A uniform dim's layout was a guess; the view's sizes tell one.
+        return _regroup([_ordered_as(f, out) if isinstance(f, _Uniform) else f for f in src], out)
+
+
+def _ordered_as(f: Factors, out_exprs) -> Factors:
+    """Factors `f` ordered as the view sizes `out_exprs` hold them."""
+    def first_holder(x):
+        for i, e in enumerate(out_exprs):
+            if x in e.free_symbols if isinstance(x, sympy.Basic) else _split(e)[0] % x == 0:
+                return i
+        return len(out_exprs)
+
+    return tuple(sorted(f, key=first_holder))
 
 
 def _expand(an, n, out):
     src, ex = an.s(n.args[0]), _shape(n.args[0])
     lead = len(out) - len(src)
-    return [src[i - lead] if i >= lead and ex[i - lead] == out[i] else _atomic(out[i]) for i in range(len(out))]
+    return [src[i - lead] if i >= lead and ex[i - lead] == out[i] else _uniform(out[i]) for i in range(len(out))]
 
 
 def _permute(an, n, out):
@@ -655,6 +700,10 @@ def _split_op(an, n, out):
 
 def _factory(an, n, out):
     return [_atomic(e) for e in out]
+
+
+def _fill(an, n, out):
+    return [_uniform(e) for e in out]
 
 
 def _reduced_dims(dims, rank: int) -> list:
@@ -960,8 +1009,8 @@ _HANDLERS = {
     aten.cat.default: _cat, aten.constant_pad_nd.default: _constant_pad,
     **{t: _variance for t in _VARIANCES},
     aten.split.Tensor: _split_op, aten.split_with_sizes.default: _split_op,
-    aten.arange.default: _factory, aten.full.default: _factory, aten.zeros.default: _factory,
-    aten.ones.default: _factory, aten.empty.memory_format: _factory, aten.new_zeros.default: _factory,
+    aten.arange.default: _factory, aten.full.default: _fill, aten.zeros.default: _fill,
+    aten.ones.default: _fill, aten.empty.memory_format: _factory, aten.new_zeros.default: _fill,
     aten.scatter.src: _scatter, aten.scatter.value: _scatter,
     aten.native_layer_norm.default: _layer_norm,
     aten.native_layer_norm_backward.default: _layer_norm_backward,
@@ -1114,21 +1163,22 @@ def _free(factors) -> set:
     return {_symbol(f) for f in factors if not isinstance(f, int)}
 
 
-def plan(gm: GraphModule, forward: bool = False) -> Plan:
+def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> Plan:
     """Check that `gm` can run padded and build the masked graph; raises
     Unpaddable. `gm` itself is left as it is (the caller may run it exactly).
-    A `forward` graph of a training step lays out its outputs for the
-    backward graph's plan."""
+    `saved` pairs the forward and backward graphs of one training graph: a
+    `forward` graph's plan lays out its outputs there, and its backward
+    graph's plan reads them (`_forward_layouts`)."""
     copy = Graph()
     copy.output(copy.graph_copy(gm.graph, {}))
     gm = GraphModule(gm, copy)
-    an = _Analysis(gm, _forward_layouts(gm))
+    saved = {} if saved is None else saved
+    an = _Analysis(gm, {} if forward else _forward_layouts(gm, saved))
     an.run()
     if forward:
         output = next(n for n in gm.graph.nodes if n.op == "output")
-        _FORWARD_OUTPUTS.append({leaf.name: (tuple(_shape(leaf)), list(an.s(leaf)), _argmax_dim(an, leaf))
-                                 for leaf in _flat(output.args) if _is_tensor_node(leaf)})
-        del _FORWARD_OUTPUTS[:-16]
+        saved.update({leaf.name: (tuple(_shape(leaf)), list(an.s(leaf)), _argmax_dim(an, leaf))
+                      for leaf in _flat(output.args) if _is_tensor_node(leaf)})
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     input_dims, sources, derived = [], set(), set()

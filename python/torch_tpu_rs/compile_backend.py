@@ -74,10 +74,12 @@ def _count(key: str, reason: str | None = None):
             _counts[key][reason] = _counts[key].get(reason, 0) + 1
 
 
-def _bucketed_or_exact(gm, kind: str):
+def _bucketed_or_exact(gm, kind: str, saved: dict):
     """Graphs with symbolic sizes run at bucket sizes when `_bucketing` can
     prove that exact (one program per power-of-two size); others, and calls
-    whose inputs cannot be padded, run at their exact sizes."""
+    whose inputs cannot be padded, run at their exact sizes. `saved` is
+    shared by the forward and backward graphs of one Dynamo graph: the
+    forward's plan lays out the tensors it saves for the backward's."""
     replayed = _replayed(gm, kind)
     if not _bucketing.has_symbolic_shapes(gm):
         return make_boxed_func(replayed)
@@ -87,7 +89,7 @@ def _bucketed_or_exact(gm, kind: str):
         return replayed(*_padded_call.unpadded(list(args)))
 
     try:
-        plan = _bucketing.plan(gm, forward=kind == "forward")
+        plan = _bucketing.plan(gm, saved, forward=kind == "forward")
     except _bucketing.Unpaddable as e:
         _count("exact_shape_graphs", str(e))
         return make_boxed_func(exact)
@@ -114,32 +116,30 @@ def _saved_outputs_start() -> int | None:
     return getattr(meta, "num_forward", None)
 
 
-def _forward(gm, example_inputs):
-    _drain_recompile_reasons()
-    _count("compiled_graphs")
-    return _bucketed_or_exact(gm, "forward")
+def _compiler(kind: str, saved: dict):
+    def compile_graph(gm, example_inputs):
+        _drain_recompile_reasons()
+        _count("compiled_graphs")
+        return _bucketed_or_exact(gm, kind, saved)
+
+    return compile_graph
 
 
-def _backward(gm, example_inputs):
-    _drain_recompile_reasons()
-    _count("compiled_graphs")
-    return _bucketed_or_exact(gm, "backward")
+def tpu_backend(gm, example_inputs, **kwargs):
+    """Compiles one Dynamo graph: AOTAutograd splits it into ATen graphs, a
+    forward and a backward for training, or one graph run without autograd.
 
-
-def _inference(gm, example_inputs):
-    """Graphs run without autograd."""
-    _drain_recompile_reasons()
-    _count("compiled_graphs")
-    return _bucketed_or_exact(gm, "inference")
-
-
-# keep_inference_input_mutations: an optimizer step compiled on its own updates
-# parameters with copy_ inside the graph, so the fused program writes their
-# storages and donates the old buffers (instead of returning new tensors that
-# AOTAutograd copies back afterwards).
-tpu_backend = aot_autograd(
-    fw_compiler=_forward, bw_compiler=_backward, inference_compiler=_inference, keep_inference_input_mutations=True
-)
+    keep_inference_input_mutations: an optimizer step compiled on its own
+    updates parameters with copy_ inside the graph, so the fused program
+    writes their storages and donates the old buffers (instead of returning
+    new tensors that AOTAutograd copies back afterwards)."""
+    saved: dict = {}
+    return aot_autograd(
+        fw_compiler=_compiler("forward", saved),
+        bw_compiler=_compiler("backward", saved),
+        inference_compiler=_compiler("inference", saved),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs, **kwargs)
 
 
 # Dynamo keeps only its last 64 compilation records, so their recompile
