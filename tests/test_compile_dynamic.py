@@ -305,6 +305,19 @@ class _TokensAroundTheSequence(torch.nn.Module):
         return torch.softmax(h @ h.transpose(1, 2) / 3, -1) @ h
 
 
+class _ConvolutionsAlongTheSequence(torch.nn.Module):
+    """Two 1-D convolutions along the sequence (the second dilated, its
+    output shorter than its input), then mean pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv1d(8, 8, 3, padding=1)
+        self.b = torch.nn.Conv1d(8, 6, 3, padding=1, dilation=2)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x.transpose(1, 2)))).mean(2)
+
+
 TRAINED = {
     # name: (module, input shape with None for the changing size)
     "mse_loss_mean": (_MseHead, (None, 8)),
@@ -316,6 +329,7 @@ TRAINED = {
     "size_as_a_fill_value": (_FullOfLength, (3, None, 8)),
     "learned_positions_sliced_by_length": (_LearnedPositions, (2, None, 8)),
     "learned_tokens_around_the_sequence": (_TokensAroundTheSequence, (2, None, 8)),
+    "convolutions_along_the_sequence": (_ConvolutionsAlongTheSequence, (2, None, 8)),
 }
 
 
@@ -489,6 +503,9 @@ JOINS_AND_SPREADS = {
     # max's backward scatters at the positions the forward's masked max found.
     "max along it": lambda h: h + h.max(dim=1, keepdim=True).values,
     "min along it, dim dropped": lambda h: h * h.min(1).values[:, None],
+    # Its padding is zeroed first, as the convolution's own zero padding.
+    "a convolution along it": lambda h: torch.nn.functional.conv1d(
+        h.transpose(1, 2).exp(), torch.linspace(-1, 1, 8 * 8 * 3, device=h.device).view(8, 8, 3), padding=2).sin(),
 }
 # A reduction over rows merged with the padded dimension: its backward
 # broadcasts the gradient over [2*s0, ...], a size whose layout only the
@@ -509,6 +526,8 @@ EXACT_SIZES = {
     "padding after the sequence": lambda h: torch.nn.functional.pad(h, (0, 0, 0, 1)) * 2,
     "a scatter at computed positions": lambda h: torch.zeros_like(h).scatter(
         1, h[:, :1].abs().long().clamp(max=2), h[:, :1]),
+    "a convolution with a stride along it": lambda h: torch.nn.functional.conv1d(
+        h.transpose(1, 2), torch.ones(4, 8, 3, device=h.device), stride=2),
 }
 
 

@@ -891,21 +891,53 @@ def _flip(an, n, out):
     raise Unpaddable("flip of a padded dimension")
 
 
+def _padded_spatial_dims(an, n, x_at: int, stride_at: int, transposed_at: int) -> list:
+    """The spatial dims of convolution input `x_at` that are padded. Each
+    must be a plain padded dim (its real positions a prefix), stepped by 1
+    and not transposed: then an output position reads the input positions
+    it reads at the real size, or ones past the real end, where the real
+    convolution reads its own zero padding, so the input's padding is
+    zeroed (by the caller's masks). The output's real positions are then a
+    prefix too, its size the real size plus a constant."""
+    src = an.s(n.args[x_at])
+    dims = [d for d in range(2, len(src)) if _padded(src[d])]
+    if not dims:
+        return []
+    stride = n.args[stride_at]
+    if n.args[transposed_at]:
+        raise Unpaddable("transposed convolution over a padded spatial dimension")
+    for d in dims:
+        if not _plain(src[d]):
+            raise Unpaddable("convolution over a merged padded spatial dimension")
+        if stride[(d - 2) % len(stride)] != 1:
+            raise Unpaddable("convolution with a stride over a padded spatial dimension")
+    return dims
+
+
 def _convolution(an, n, out):
-    """A padded batch keeps its samples apart; padded spatial dims do not."""
+    """A padded batch keeps its samples apart; a padded spatial dim
+    (`_padded_spatial_dims`) has its padding zeroed first."""
     src = an.s(n.args[0])
-    if any(_padded(f) for f in src[1:]) or any(_padded(f) for f in an.s(n.args[1])):
-        raise Unpaddable("convolution over a padded channel or spatial dimension")
-    return [src[0]] + [_atomic(e) for e in out[1:]]
+    if _padded(src[1]) or any(_padded(f) for f in an.s(n.args[1])):
+        raise Unpaddable("convolution over a padded channel dimension or weight")
+    dims = _padded_spatial_dims(an, n, 0, 3, 6)
+    an.masks += [(n, 0, d, src[d], 0) for d in dims]
+    return [src[0], _atomic(out[1])] + [_atomic(e) for e in out[2:]]
 
 
 def _convolution_backward(an, n, out):
-    """grad_weight and grad_bias sum over the batch: zero its padding."""
-    src = an.s(n.args[1])
-    if an.s(n.args[0])[0] != src[0] or any(_padded(f) for f in src[1:]):
-        raise Unpaddable("convolution_backward over a padded channel or spatial dimension")
-    if _padded(src[0]):
-        an.masks += [(n, 0, 0, src[0], 0), (n, 1, 0, src[0], 0)]
+    """grad_weight and grad_bias sum over the batch and the spatial
+    positions: the gradient's and the input's padding are zeroed. The input's
+    gradient then holds, at each real position, what it holds at the real
+    size."""
+    src, grad = an.s(n.args[1]), an.s(n.args[0])
+    if grad[0] != src[0] or _padded(src[1]) or _padded(grad[1]):
+        raise Unpaddable("convolution_backward over a padded channel dimension")
+    dims = _padded_spatial_dims(an, n, 1, 4, 7)
+    if any(_padded(grad[d]) != (d in dims) for d in range(2, len(grad))):
+        raise Unpaddable("convolution_backward whose gradient and input are padded along different dims")
+    for d in ([0] if _padded(src[0]) else []) + dims:
+        an.masks += [(n, 0, d, grad[d], 0), (n, 1, d, src[d], 0)]
     bias = n.args[3]
     return (list(src), [_atomic(e) for e in _shape(n.args[2])], [_atomic(_expr(b)) for b in bias] if bias else [])
 
