@@ -11,6 +11,7 @@ import torch
 import torch._dynamo
 
 import torch_tpu_rs
+from conftest import assert_same
 from torch_tpu_rs.models.llama import Llama, LlamaConfig
 
 
@@ -95,13 +96,11 @@ def test_reductions_over_a_padded_dimension_ignore_the_padding(name):
     assert torch_tpu_rs.metrics()["bucketed_graphs"] > before
 
 
-@pytest.mark.parametrize("name", ["flip", "cumsum_reverse", "interleave", "sort", "size_as_value"])
+@pytest.mark.parametrize("name", ["interleave", "sort_merged", "size_as_value"])
 def test_graphs_that_cannot_be_padded_run_at_exact_sizes(name):
     fns = {
-        "flip": lambda x: x.flip(1) * 2,
-        "cumsum_reverse": lambda x: x.flip(1).cumsum(1),
         "interleave": lambda x: x.reshape(x.shape[0], 4, -1).sum(-1),
-        "sort": lambda x: torch.sort(x, dim=1).values,
+        "sort_merged": lambda x: torch.sort(x.flatten(0, 1), dim=0).values,
         "size_as_value": lambda x: x.sum(1).pow(x.shape[1] % 3),
     }
     f = fns[name]
@@ -112,6 +111,45 @@ def test_graphs_that_cannot_be_padded_run_at_exact_sizes(name):
         _close(g(x.to("tpu")), f(x))
     after = sum(torch_tpu_rs.metrics()["exact_shape_graphs"].values())
     assert after > before, "the unpaddable graph should be counted with its reason"
+
+
+SORTS = {
+    "ascending": lambda h: torch.sort(h, dim=1),
+    "descending": lambda h: torch.sort(h, dim=1, descending=True),
+    "stable, descending": lambda h: torch.sort(h, dim=1, stable=True, descending=True),
+    "argsort": lambda h: torch.argsort(h, 1) * 2,
+    "int64": lambda h: torch.sort((h * 2).round().long(), 1),
+    "int32, descending": lambda h: torch.sort((h * 2).round().int(), 1, descending=True),
+    "bool": lambda h: torch.sort(h > 0, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(SORTS))
+def test_a_sort_along_a_padded_dimension_is_bucketed(name):
+    """The padding is filled with what sorts after every real value (NaN
+    ascending, -inf descending), so real NaNs, infinities and ties must land
+    where the CPU puts them, with the CPU's indices; the gradient goes back
+    through them."""
+    f = SORTS[name]
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()
+    for n in (3, 5, 6, 9, 12):
+        x = torch.randn(2, n, 4).round()  # ties
+        x[0, 1, 0] = x[0, 0, 3] = x[0, n - 1, 3] = float("nan")
+        x[1, 0, 1], x[1, 2, 2], x[1, n - 1, 2] = float("-inf"), float("inf"), float("-inf")
+        got, want = g(x.to("tpu")), f(x)
+        for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert_same(a, b)
+        if isinstance(want, tuple) and want[0].is_floating_point():
+            # The backward scatters the gradient back at the sort's indices.
+            xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+            w = torch.randn(want[0].shape)
+            (f(xc)[0] * w).nan_to_num().sum().backward()
+            (g(xt)[0] * w.to("tpu")).nan_to_num().sum().backward()
+            assert_same(xt.grad, xc.grad)
+    after = torch_tpu_rs.metrics()
+    assert after["bucketed_graphs"] > before["bucketed_graphs"]
+    assert after["exact_shape_graphs"] == before["exact_shape_graphs"], after["exact_shape_graphs"]
 
 
 def test_bucketed_graph_output_is_the_real_size_and_does_not_alias_padding():
@@ -489,7 +527,7 @@ FIXED_POSITIONS = {
     "a run from the end": lambda h: h[:, -3:-1] * h[:, :1],
 }
 # A cat along the padded dimension with one padded operand (what follows it
-# is moved to right after its real positions), padding in front of it,
+# is moved to right after its real positions), padding on either side,
 # variances over it (rebuilt from sums over the real count), and max's
 # backward: bucketed.
 JOINS_AND_SPREADS = {
@@ -497,6 +535,9 @@ JOINS_AND_SPREADS = {
     "a token after the sequence": lambda h: torch.softmax(torch.cat([h, h[:, :1] * 2], 1), 1),
     "tokens on both sides": lambda h: torch.cat([h[:, 1:2], h.sin(), h[:, :2] * 3], 1).sum(1),
     "padding in front": lambda h: torch.nn.functional.pad(h, (0, 0, 2, 0), value=0.5).softmax(1),
+    # Its fill is moved to right after the real positions.
+    "padding after the sequence": lambda h: torch.nn.functional.pad(h, (0, 0, 0, 1), value=-1.0) * 2,
+    "padding on both sides": lambda h: torch.nn.functional.pad(h, (0, 0, 1, 2), value=0.5).softmax(1),
     "var": lambda h: h - h.var(1, keepdim=True),
     "std without correction": lambda h: h.std(1, correction=0) * 2,
     "var_mean over two dims": lambda h: torch.var_mean(h, (1, 2))[0] + torch.var_mean(h, (1, 2))[1],
@@ -514,16 +555,24 @@ MERGED_ROWS = {
     "a sum over merged rows": lambda h: h.flatten(0, 1).sin().sum(0),
     "a mean over merged rows": lambda h: (h.flatten(0, 1) * 2).mean(0, keepdim=True),
 }
-BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS}
-# These run at exact sizes: a merged dim's scan sees other rows' padding, a
-# run from the end to a fixed position changes length with the size, a
-# second padded operand or padding after the sequence would sit behind
-# padding, and a computed scatter index could point anywhere.
+# A flip along the padded dimension gathers at (real size - 1 - k) mod the
+# padded size: the real positions come first, reversed.
+REVERSALS = {
+    "a flip": lambda h: h.flip(1) * 2,
+    "a scan of the reversed sequence": lambda h: h.flip(1).cumsum(1),
+    "a flip of it and another dim": lambda h: h.flip(1, 2).softmax(1),
+}
+BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS, **REVERSALS}
+# These run at exact sizes: a merged dim's scan or flip sees other rows'
+# padding, a run from the end to a fixed position changes length with the size, a
+# second padded operand would sit behind padding, a computed scatter index
+# could point anywhere, and a strided convolution's output length is not
+# the real length plus a constant.
 EXACT_SIZES = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
+    "a flip of a merged padded dimension": lambda h: h.flatten(0, 1).flip(0) * 2,
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
     "a cat of two padded operands": lambda h: torch.cat([h, h * 2], 1).sum(1),
-    "padding after the sequence": lambda h: torch.nn.functional.pad(h, (0, 0, 0, 1)) * 2,
     "a scatter at computed positions": lambda h: torch.zeros_like(h).scatter(
         1, h[:, :1].abs().long().clamp(max=2), h[:, :1]),
     "a convolution with a stride along it": lambda h: torch.nn.functional.conv1d(

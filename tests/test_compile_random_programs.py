@@ -5,7 +5,8 @@ against PyTorch on the CPU: outputs and, for training, every gradient.
 Each program chains ops along a [batch, seq, 8] tensor whose seq changes
 between calls, so it exercises the bucketing proof (python/torch_tpu_rs/
 _bucketing.py): reductions, softmax and products over the padded dimension
-need masks, positions from the end or flips need exact sizes. The
+need masks, positions from the end and flips are passed or gathered at
+their real values, sorts fill the padding with what sorts last. The
 single-pattern tests in test_compile_dynamic.py check each rule alone; this
 checks that they compose. With a mask rule broken (softmax and amax
 padding filled with 0), 6 of the 24 programs fail. A wider run of the same
@@ -64,6 +65,9 @@ def _step(kind, h, w, b):
         "where": lambda: torch.where(h > 0, h, b * h),
         "var_seq": lambda: h - h.var(1, keepdim=True),
         "pad_front": lambda: F.pad(h, (0, 0, 1, 0)),
+        "pad_back": lambda: F.pad(h, (0, 0, 0, 1), value=0.5),
+        "conv_seq": lambda: F.conv1d(h.transpose(1, 2), w[:, :, None].expand(D, D, 3) * 0.3, padding=1).transpose(1, 2),
+        "flat_rows_sum": lambda: h + h.reshape(B * S, D).sum(0) * 0.01,
     }
     return ops[kind]()
 
@@ -72,10 +76,10 @@ KINDS = ["relu", "tanh", "gelu", "linear", "flat_linear", "bmm", "sum_seq", "mea
          "argmax_seq", "softmax_seq", "log_softmax_seq", "logsumexp_seq", "cumsum_seq", "softmax_features",
          "layer_norm", "rms_norm", "attention", "causal_attention", "contract_seq", "drop_first", "first_token",
          "last_token", "append_first", "flip_seq", "sort_seq", "length_as_number", "positions", "where", "var_seq",
-         "pad_front"]
-# Ops whose forward or backward graph runs at exact sizes (a flip, a sort,
-# the size as a number); every other kind must leave both graphs bucketed.
-EXACT_KINDS = {"flip_seq", "sort_seq", "length_as_number"}
+         "pad_front", "pad_back", "conv_seq", "flat_rows_sum"]
+# Ops whose forward or backward graph runs at exact sizes (the size as a
+# number); every other kind must leave both graphs bucketed.
+EXACT_KINDS = {"length_as_number"}
 BUCKETED_KINDS = [k for k in KINDS if k not in EXACT_KINDS]
 
 

@@ -25,10 +25,13 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   learned position table) caps the bucket so that it fits, and its
   backward zeroes the gradient's padding; a cat along a padded dimension
   with one padded operand (a learned token before or after a sequence)
-  moves the operands after it to right after its real positions; max's
+  moves the operands after it to right after its real positions, and so
+  does a constant padding after a padded dimension with its fill; max's
   backward scatters at the positions the forward's max found, which are
   in range at either size; a reversed sum scan (flip, cumsum, flip: the
-  backward of cumsum) zeroes the padding first;
+  backward of cumsum) zeroes the padding first; any other flip gathers at
+  (real size - 1 - k) mod the padded size, real positions first; a sort
+  fills the padding with what sorts after every real value;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -38,13 +41,18 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   masks padded targets to its ignore_index, so a mean divides by the real
   count there too, and mse_loss's mean is its sum over the real count;
   layer_norm's and convolution's backward zero the padding before summing
-  their weight gradients over it;
+  their weight gradients over it; a convolution along a padded dimension
+  (stride 1) zeroes its input's padding, which it then reads where the
+  real convolution reads its own zero padding;
+- a broadcast or a fill along a merged padded dimension (a sum's backward
+  over flattened rows) is the same at every position, so it takes the
+  layout of what it meets (`_Uniform`);
 - a size used as a number (a mean's backward divides by the count, `x *
   x.shape[1]`, a `full` of the length) is passed at its real value;
-- anything else touching a padded dimension (sort, other flips, a cat of
-  two padded operands, negative indices, a size in other than arithmetic,
-  ...) makes the graph `Unpaddable`: it then runs at its exact sizes, which
-  is always correct but compiles once per size.
+- anything else touching a padded dimension (a sort or a flip of a merged
+  dimension, a cat of two padded operands, a strided convolution, a size in
+  other than arithmetic, ...) makes the graph `Unpaddable`: it then runs at
+  its exact sizes, which is always correct but compiles once per size.
 
 Why bucketing rather than XLA's bounded dynamic dimensions: bounded shapes
 need every lowering to handle dynamic dimensions and rely on the plugin's
@@ -326,8 +334,11 @@ class _Analysis:
         self.real_values: list = []
         self.variances: list = []  # (node, [(dim, factors or None)], input shape)
         self.closing_flips: set = set()  # flips that end a reversed scan (`_flip`)
+        self.flips: list = []  # (flip node, its padded dims, their factors): gathers instead (`_flip`)
         self.argmax_dims: dict = {}  # input -> (dim, kept): positions a max found along it (`_argmax_dim`)
-        self.moves: list = []  # (cat node, dim, real end of its padded operand, operands after it, their length)
+        # (node, dim, real end of its padded part, g -> the node of what belongs
+        # right after it, that one's length along dim)
+        self.moves: list = []
 
     def run(self):
         for n in self.gm.graph.nodes:
@@ -686,7 +697,9 @@ def _cat(an, n, out):
     if padded and padded[0] < len(tensors) - 1:
         k = padded[0]
         real_end = sum(_shape(t)[dim] for t in tensors[:k + 1])
-        an.moves.append((n, dim, real_end, tensors[k + 1:], int(sum(_shape(t)[dim] for t in tensors[k + 1:]))))
+        tail = tensors[k + 1:]
+        an.moves.append((n, dim, real_end, lambda g: g.call_function(aten.cat.default, (list(tail), dim)),
+                         int(sum(_shape(t)[dim] for t in tail))))
     return res
 
 
@@ -871,11 +884,13 @@ def _prefix_scan(an, n, out):
 
 
 def _flip(an, n, out):
-    """flip moves a padded dim's padding to the front, so it is only taken
-    as a reversed sum scan, flip -> cumsum -> flip back (cumsum's
-    backward), each used once: with the padding zeroed before the first
-    flip, the scan adds zeros before the real positions, and the second
-    flip puts every sum back at its real position."""
+    """flip moves a padded dim's padding to the front. A reversed sum scan,
+    flip -> cumsum -> flip back (cumsum's backward), each used once, keeps
+    its flips: with the padding zeroed before the first flip, the scan adds
+    zeros before the real positions, and the second flip puts every sum
+    back at its real position. Any other flip of a plain padded dim becomes
+    a gather at positions (real size - 1 - k) mod padded size (`an.flips`),
+    which puts the real positions first, reversed."""
     src = an.s(n.args[0])
     dims = [d % len(src) for d in n.args[1]]
     if not any(_padded(src[d]) for d in dims) or n in an.closing_flips:
@@ -888,7 +903,43 @@ def _flip(an, n, out):
             an.masks.append((n, 0, dims[0], src[dims[0]], 0))
             an.closing_flips.add(back)
             return list(src)
-    raise Unpaddable("flip of a padded dimension")
+    padded = [d for d in dims if _padded(src[d])]
+    if not all(_plain(src[d]) for d in padded):
+        raise Unpaddable("flip of a merged padded dimension")
+    an.flips.append((n, padded, [src[d][0] for d in padded]))
+    return list(src)
+
+
+_SORTS = (aten.sort.default, aten.sort.stable)
+
+
+def _sort_dim(n: Node) -> int:
+    rank = max(len(_shape(n.args[0])), 1)
+    if n.target is aten.sort.stable:
+        return n.kwargs.get("dim", -1) % rank
+    return (n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", -1)) % rank
+
+
+def _sort(an, n, out):
+    """sort along a plain padded dim: its padding is filled with what sorts
+    after every real value (NaN ascending, where NaN sorts last; -inf
+    descending, where NaN sorts first; the largest or smallest integer),
+    and the lowering sorts stably, so a real value equal to the fill stays
+    before the padding. The real positions then hold the real sorted
+    values and indices that point at real positions."""
+    src = an.s(n.args[0])
+    dim = _sort_dim(n)
+    if n.target is aten.sort.stable:
+        descending = n.kwargs.get("descending", False)
+    else:
+        descending = n.args[2] if len(n.args) > 2 else n.kwargs.get("descending", False)
+    if _padded(src[dim]):
+        if not _plain(src[dim]):
+            raise Unpaddable("sort along a merged padded dimension")
+        floating = _val(n.args[0]).dtype.is_floating_point
+        fill = -math.inf if descending else (math.nan if floating else math.inf)
+        an.masks.append((n, 0, dim, src[dim], fill))
+    return (list(src), list(src))
 
 
 def _padded_spatial_dims(an, n, x_at: int, stride_at: int, transposed_at: int) -> list:
@@ -961,8 +1012,10 @@ def _argmax_dim(an, index) -> tuple | None:
     """(dim, kept) if `index` holds the positions a max/min/argmax/argmin
     found along `dim`, `kept` if that dim stays as a dim of one; else None.
     In real rows they are real positions (a padded dim's max is masked),
-    elsewhere positions within the dim's size: in range either way. A
-    backward graph's input knows it from its forward."""
+    elsewhere positions within the dim's size: in range either way.
+    (dim, "sorted") if it holds a sort's indices along `dim` (`_sort`): the
+    real positions' own, then each padding position's own. A backward
+    graph's input knows it from its forward."""
     if not isinstance(index, Node):
         return None
     if index.op == "placeholder":
@@ -972,6 +1025,8 @@ def _argmax_dim(an, index) -> tuple | None:
         at = index.args[1] % len(an.s(index))
         return (at, True) if inner is not None and inner == (at, False) else None
     red = index
+    if index.target is operator.getitem and index.args[1] == 1 and index.args[0].target in _SORTS:
+        return _sort_dim(index.args[0]), "sorted"
     if index.target is operator.getitem:
         red = index.args[0]
         if index.args[1] != 1 or red.target not in (aten.max.dim, aten.min.dim):
@@ -988,15 +1043,18 @@ def _argmax_dim(an, index) -> tuple | None:
 
 def _scatter(an, n, out):
     """scatter at the positions a max along the same dim found (max's
-    backward, with dim): each lands where max read it. Any other index,
-    computed from padding, could point anywhere."""
+    backward, with dim), or at a sort's indices along it (sort's backward):
+    each lands where the forward read it. Any other index, computed from
+    padding, could point anywhere."""
     src = an.s(n.args[0])
     dim = n.args[1] % len(src)
     index = n.args[2]
-    if _argmax_dim(an, index) != (dim, True):
+    found = _argmax_dim(an, index)
+    if found not in ((dim, True), (dim, "sorted")):
         raise Unpaddable("scatter on a padded tensor")
     shape = an.s(index)
-    if any(shape[d] != src[d] for d in range(len(src)) if d != dim) or shape[dim] != ():
+    along = () if found[1] is True else src[dim]
+    if any(shape[d] != src[d] for d in range(len(src)) if d != dim) or shape[dim] != along:
         raise Unpaddable("scatter with an index of another layout")
     if _is_tensor_node(n.args[3]) and an.s(n.args[3]) != shape:
         raise Unpaddable("scatter with a source of another layout")
@@ -1006,14 +1064,22 @@ def _scatter(an, n, out):
 def _constant_pad(an, n, out):
     """constant_pad_nd: padding before a padded dim, or cropping it (its
     backward), shifts its real positions by a constant, still a prefix;
-    padding after it would land in its padding."""
+    cropping its end cuts padding first; padding after it is moved
+    (`an.moves`)."""
     src, pads = list(an.s(n.args[0])), n.args[1]
     for k in range(len(pads) // 2):
         d, before, after = len(src) - 1 - k, pads[2 * k], pads[2 * k + 1]
         if not (isinstance(before, int) and isinstance(after, int)):
             raise Unpaddable("constant_pad_nd by a size")
-        if _padded(src[d]) and not (_plain(src[d]) and after == 0):
-            raise Unpaddable("constant_pad_nd after a padded dimension")
+        if _padded(src[d]):
+            if not _plain(src[d]):
+                raise Unpaddable("constant_pad_nd of a merged padded dimension")
+            if after > 0:
+                # At the padded size the fill lands after the padding: its
+                # last `after` positions move to right after the real ones.
+                real_end = src[d][0] + before
+                an.moves.append((n, d, real_end, lambda g, n=n, d=d, k=after:
+                                 g.call_function(aten.slice.Tensor, (n, d, -k, _TO_THE_END)), after))
         if before or after:
             src[d] = _atomic(out[d])
     return src
@@ -1048,6 +1114,7 @@ _HANDLERS = {
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     aten.convolution.default: _convolution, aten.convolution_backward.default: _convolution_backward,
     aten.tril.default: _triangle, aten.triu.default: _triangle,
+    **{t: _sort for t in _SORTS},
     **{t: _prefix_scan for t in _PREFIX_SCANS}, aten.flip.default: _flip,
     aten.mse_loss.default: _mean_loss, aten.mse_loss_backward.default: _mean_loss,
     aten.select_backward.default: _select_backward,
@@ -1259,11 +1326,23 @@ def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> P
         with g.inserting_before(n.next):
             begin = _expr_node(g, real_end, real)
             end = g.call_function(operator.add, (begin, length))
-            rest = g.call_function(aten.cat.default, (list(tail), dim))
+            rest = tail(g)
             moved = g.call_function(aten.slice_scatter.default, (n, rest, dim, begin, end))
-        n.replace_all_uses_with(moved, delete_user_cb=lambda user: user is not moved)
+        n.replace_all_uses_with(moved, delete_user_cb=lambda user: user not in (moved, rest))
         moved.meta = dict(n.meta)
         an.struct[moved] = an.struct[n]
+    for n, padded_dims, atoms in an.flips:
+        x, dims = n.args[0], [d % len(_shape(n)) for d in n.args[1]]
+        with g.inserting_before(n):
+            others = [d for d in dims if d not in padded_dims]
+            y = g.call_function(aten.flip.default, (x, others)) if others else x
+            for d, atom in zip(padded_dims, atoms):
+                size = g.call_function(aten.sym_size.int, (x, d))
+                k = g.call_function(aten.arange.default, (size,), {"dtype": torch.int64, "device": _val(x).device})
+                at = g.call_function(aten.rsub.Scalar, (k, _expr_node(g, atom - 1, real)))
+                at = g.call_function(aten.remainder.Scalar, (at, size))
+                y = g.call_function(aten.index_select.default, (y, d, at))
+        _replace(an, n, y)
     for n, counted, shape in an.variances:
         with g.inserting_before(n):
             _rebuild_variance(an, g, n, counted, shape, real, padded)
