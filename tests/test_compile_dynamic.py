@@ -573,6 +573,12 @@ BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS, **REVER
 EXACT_SIZES = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
     "a flip of a merged padded dimension": lambda h: h.flatten(0, 1).flip(0) * 2,
+    # Rows flattened in two orders meet; a broadcast in between must not
+    # hide that (one of the two has the broadcast's own guessed order).
+    "rows of two orders, through a broadcast": lambda h: (
+        h[0, 0].expand(h.shape[0] * h.shape[1], 8) * h.flatten(0, 1) + h.transpose(0, 1).flatten(0, 1)),
+    "rows of the other two orders, through a broadcast": lambda h: (
+        h[0, 0].expand(h.shape[0] * h.shape[1], 8) * h.transpose(0, 1).flatten(0, 1) + h.flatten(0, 1)),
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
     "a cat of two padded operands": lambda h: torch.cat([h, h * 2], 1).sum(1),
     "a scatter at computed positions": lambda h: torch.zeros_like(h).scatter(

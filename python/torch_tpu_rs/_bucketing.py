@@ -424,10 +424,11 @@ def _pointwise(an: _Analysis, n: Node, out):
     ins = [(an.s(a), _shape(a)) for a in _flat(n.args) if _is_tensor_node(a)]
     res = []
     for i in range(len(out)):
-        cands = {st[j] for st, ex in ins if (j := i - (len(out) - len(ex))) >= 0 and ex[j] != 1}
-        laid_out = {f for f in cands if not isinstance(f, _Uniform)}
-        if laid_out:
-            cands = laid_out
+        found = [st[j] for st, ex in ins if (j := i - (len(out) - len(ex))) >= 0 and ex[j] != 1]
+        # (A set of both would keep whichever came first: a uniform dim and a
+        # laid-out one of equal factors compare equal.)
+        laid_out = {tuple(f) for f in found if not isinstance(f, _Uniform)}
+        cands = laid_out or set(found)
         if len(cands) > 1:
             raise Unpaddable(f"{n.target}: operands with different layouts {cands}")
         res.append(cands.pop() if cands else _atomic(out[i]))
