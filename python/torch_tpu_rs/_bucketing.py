@@ -163,10 +163,11 @@ def _atomic(e: sympy.Expr) -> Factors:
 
 def _guessed(e: sympy.Expr) -> Factors:
     """Factors of an input size that is a product (`2*s0`, a flattened
-    [batch, seq]) that its forward graph did not lay out (`_forward_layouts`): the
-    layout is not in the expression, so this guesses constants outermost and
-    symbols by name; `_padded_call` only trusts the guess when the tensor
-    comes from a padded graph that recorded the same factors."""
+    [batch, seq]) that its forward graph did not lay out
+    (`_forward_layouts`): the layout is not in the expression, so this
+    guesses constants outermost and symbols by name; `_padded_call` only
+    trusts the guess when the tensor comes from a padded graph that
+    recorded the same factors."""
     if e.is_Integer or _is_atom(e):
         return _atomic(e)
     coeff, atoms = _split(e)
