@@ -96,12 +96,11 @@ def test_reductions_over_a_padded_dimension_ignore_the_padding(name):
     assert torch_tpu_rs.metrics()["bucketed_graphs"] > before
 
 
-@pytest.mark.parametrize("name", ["interleave", "sort_merged", "size_as_value"])
+@pytest.mark.parametrize("name", ["interleave", "sort_merged"])
 def test_graphs_that_cannot_be_padded_run_at_exact_sizes(name):
     fns = {
         "interleave": lambda x: x.reshape(x.shape[0], 4, -1).sum(-1),
         "sort_merged": lambda x: torch.sort(x.flatten(0, 1), dim=0).values,
-        "size_as_value": lambda x: x.sum(1).pow(x.shape[1] % 3),
     }
     f = fns[name]
     g = torch.compile(f, backend="tpu", dynamic=True)
@@ -395,8 +394,9 @@ def test_training_graphs_with_these_ops_are_bucketed_and_match_cpu(name):
 
 
 # Patterns that run bucketed (the rest run at exact sizes: a position whose
-# cut length changes with padding, or a size expression such as k % 5).
-BUCKETED_POSITIONS = {"slice", "narrow", "arange index", "a view of the input", "prefix", "from a fixed start"}
+# cut length changes with padding). k % 5 reaches the program at its real
+# value like k itself.
+BUCKETED_POSITIONS = {"slice", "narrow", "arange index", "a view of the input", "modulo", "prefix", "from a fixed start"}
 
 POSITIONS = {
     # A Python int that becomes symbolic (automatic dynamic) used as a
@@ -564,7 +564,12 @@ REVERSALS = {
     "a scan of the reversed sequence": lambda h: h.flip(1).cumsum(1),
     "a flip of it and another dim": lambda h: h.flip(1, 2).softmax(1),
 }
-BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS, **REVERSALS}
+# The length in integer arithmetic, as a number: passed at its real value.
+LENGTH_ARITHMETIC = {
+    "the length modulo 3 as an exponent": lambda h: h.sum(1).pow(h.shape[1] % 3 + 1),
+    "half the length as a factor": lambda h: h * (h.shape[1] // 2),
+}
+BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS, **REVERSALS, **LENGTH_ARITHMETIC}
 # These run at exact sizes: a merged dim's scan or flip sees other rows'
 # padding, a run from the end to a fixed position changes length with the size, a
 # second padded operand would sit behind padding, a computed scatter index

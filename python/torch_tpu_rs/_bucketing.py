@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 from torch.fx import Graph, GraphModule, Node
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -370,7 +371,9 @@ class _Analysis:
         if isinstance(_val(n), (torch.SymInt, torch.SymFloat, int, float)) and not tensors or t is aten.sym_size.int:
             return None  # size arithmetic: evaluated at the padded sizes, which is what views need
         if any(_is_sym_node(a) for a in _flat(n.args)) and t not in _SIZE_ARGS:
-            if not (isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags):
+            # (scalar_tensor: pow's backward by a size-valued exponent)
+            if not (isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags
+                    or t is aten.scalar_tensor.default):
                 raise Unpaddable(f"{_op_name(t)} uses a size as a value")
             # A size as a number (a mean's backward divides by the count):
             # the program must see the real size, not the padded one.
@@ -1250,6 +1253,11 @@ def _expr_node(g: Graph, e: sympy.Expr, values: dict):
         return values[e]
     if e.is_Pow and e.exp.is_Integer and e.exp > 0:  # s**2: a square of two padded dims merged
         e = sympy.Mul(*[e.base] * int(e.exp), evaluate=False)
+    # Sizes are never negative, so every modulo is Python's %.
+    arith = {Mod: operator.mod, PythonMod: operator.mod, sympy.Mod: operator.mod, FloorDiv: operator.floordiv}
+    op = next((f for cls, f in arith.items() if isinstance(e, cls)), None)
+    if op is not None:
+        return g.call_function(op, tuple(_expr_node(g, a, values) for a in e.args))
     if e.is_Add or e.is_Mul:
         op = operator.add if e.is_Add else operator.mul
         terms = [_expr_node(g, a, values) for a in e.args]
