@@ -28,10 +28,10 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
   moves the operands after it to right after its real positions, and so
   does a constant padding after a padded dimension with its fill; max's
   backward scatters at the positions the forward's max found, which are
-  in range at either size; a reversed sum scan (flip, cumsum, flip: the
-  backward of cumsum) zeroes the padding first; any other flip gathers at
-  (real size - 1 - k) mod the padded size, real positions first; a sort
-  fills the padding with what sorts after every real value;
+  in range at either size; a flip gathers at (real size - 1 - k) mod the
+  padded size, real positions first (so cumsum's backward, flip -> cumsum
+  -> flip, scans them first); a sort fills the padding with what sorts
+  after every real value;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -335,7 +335,6 @@ class _Analysis:
         # from sizes) to pass at its real value
         self.real_values: list = []
         self.variances: list = []  # (node, [(dim, factors or None)], input shape)
-        self.closing_flips: set = set()  # flips that end a reversed scan (`_flip`)
         self.flips: list = []  # (flip node, its padded dims, their factors): gathers instead (`_flip`)
         self.argmax_dims: dict = {}  # input -> (dim, kept): positions a max found along it (`_argmax_dim`)
         # (node, dim, real end of its padded part, g -> the node of what belongs
@@ -889,26 +888,15 @@ def _prefix_scan(an, n, out):
 
 
 def _flip(an, n, out):
-    """flip moves a padded dim's padding to the front. A reversed sum scan,
-    flip -> cumsum -> flip back (cumsum's backward), each used once, keeps
-    its flips: with the padding zeroed before the first flip, the scan adds
-    zeros before the real positions, and the second flip puts every sum
-    back at its real position. Any other flip of a plain padded dim becomes
-    a gather at positions (real size - 1 - k) mod padded size (`an.flips`),
-    which puts the real positions first, reversed."""
+    """flip moves a padded dim's padding to the front, so a flip of a plain
+    padded dim becomes a gather at positions (real size - 1 - k) mod the
+    padded size (`an.flips`): the real positions come first, reversed, and
+    the padding after them. (cumsum's backward, flip -> cumsum -> flip,
+    then scans the real positions first and puts each sum back.)"""
     src = an.s(n.args[0])
-    dims = [d % len(src) for d in n.args[1]]
-    if not any(_padded(src[d]) for d in dims) or n in an.closing_flips:
+    padded = [d for d in (d % len(src) for d in n.args[1]) if _padded(src[d])]
+    if not padded:
         return list(src)
-    scan = next(iter(n.users)) if len(dims) == 1 and len(n.users) == 1 else None
-    if scan is not None and scan.target is aten.cumsum.default and _plain(src[dims[0]]) \
-            and scan.args[1] % len(src) == dims[0] and len(scan.users) == 1:
-        back = next(iter(scan.users))
-        if back.target is aten.flip.default and [d % len(src) for d in back.args[1]] == dims:
-            an.masks.append((n, 0, dims[0], src[dims[0]], 0))
-            an.closing_flips.add(back)
-            return list(src)
-    padded = [d for d in dims if _padded(src[d])]
     if not all(_plain(src[d]) for d in padded):
         raise Unpaddable("flip of a merged padded dimension")
     an.flips.append((n, padded, [src[d][0] for d in padded]))
@@ -918,11 +906,13 @@ def _flip(an, n, out):
 _SORTS = (aten.sort.default, aten.sort.stable)
 
 
-def _sort_dim(n: Node) -> int:
+def _sort_args(n: Node) -> tuple[int, bool]:
+    """(dim, descending) of a sort node."""
     rank = max(len(_shape(n.args[0])), 1)
     if n.target is aten.sort.stable:
-        return n.kwargs.get("dim", -1) % rank
-    return (n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", -1)) % rank
+        return n.kwargs.get("dim", -1) % rank, n.kwargs.get("descending", False)
+    dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", -1)
+    return dim % rank, n.args[2] if len(n.args) > 2 else n.kwargs.get("descending", False)
 
 
 def _sort(an, n, out):
@@ -933,11 +923,7 @@ def _sort(an, n, out):
     before the padding. The real positions then hold the real sorted
     values and indices that point at real positions."""
     src = an.s(n.args[0])
-    dim = _sort_dim(n)
-    if n.target is aten.sort.stable:
-        descending = n.kwargs.get("descending", False)
-    else:
-        descending = n.args[2] if len(n.args) > 2 else n.kwargs.get("descending", False)
+    dim, descending = _sort_args(n)
     if _padded(src[dim]):
         if not _plain(src[dim]):
             raise Unpaddable("sort along a merged padded dimension")
@@ -1031,7 +1017,7 @@ def _argmax_dim(an, index) -> tuple | None:
         return (at, True) if inner is not None and inner == (at, False) else None
     red = index
     if index.target is operator.getitem and index.args[1] == 1 and index.args[0].target in _SORTS:
-        return _sort_dim(index.args[0]), "sorted"
+        return _sort_args(index.args[0])[0], "sorted"
     if index.target is operator.getitem:
         red = index.args[0]
         if index.args[1] != 1 or red.target not in (aten.max.dim, aten.min.dim):
@@ -1244,6 +1230,10 @@ def _at_real_sizes(g: Graph, a, real: dict):
     return g.call_function(a.target, tuple(_at_real_sizes(g, x, real) for x in a.args), dict(a.kwargs))
 
 
+# Sizes are never negative, so every modulo is Python's %.
+_SIZE_ARITHMETIC = {Mod: operator.mod, PythonMod: operator.mod, sympy.Mod: operator.mod, FloorDiv: operator.floordiv}
+
+
 def _expr_node(g: Graph, e: sympy.Expr, values: dict):
     """Graph arithmetic computing the size expression `e` from `values`
     (symbol -> graph input)."""
@@ -1253,9 +1243,7 @@ def _expr_node(g: Graph, e: sympy.Expr, values: dict):
         return values[e]
     if e.is_Pow and e.exp.is_Integer and e.exp > 0:  # s**2: a square of two padded dims merged
         e = sympy.Mul(*[e.base] * int(e.exp), evaluate=False)
-    # Sizes are never negative, so every modulo is Python's %.
-    arith = {Mod: operator.mod, PythonMod: operator.mod, sympy.Mod: operator.mod, FloorDiv: operator.floordiv}
-    op = next((f for cls, f in arith.items() if isinstance(e, cls)), None)
+    op = next((f for cls, f in _SIZE_ARITHMETIC.items() if isinstance(e, cls)), None)
     if op is not None:
         return g.call_function(op, tuple(_expr_node(g, a, values) for a in e.args))
     if e.is_Add or e.is_Mul:
