@@ -536,6 +536,11 @@ JOINS_AND_SPREADS = {
     "tokens before the sequence": lambda h: torch.cat([h[:, :2] + 1, h], 1).amax(1),
     "a token after the sequence": lambda h: torch.softmax(torch.cat([h, h[:, :1] * 2], 1), 1),
     "tokens on both sides": lambda h: torch.cat([h[:, 1:2], h.sin(), h[:, :2] * 3], 1).sum(1),
+    # Operands of one padded size lie at the padded sizes as blocks of it,
+    # each with its real positions first; the backward slices block by block.
+    "a cat of two copies": lambda h: torch.cat([h, h * 2], 1).sum(1),
+    "a cat of three copies, a softmax over it": lambda h: torch.cat([h, h.sin(), h * 2], 1).softmax(1),
+    "a cat of two copies, rows merged": lambda h: torch.cat([h, h * 2], 1).flatten(0, 1).sum(0),
     "padding in front": lambda h: torch.nn.functional.pad(h, (0, 0, 2, 0), value=0.5).softmax(1),
     # Its fill is moved to right after the real positions.
     "padding after the sequence": lambda h: torch.nn.functional.pad(h, (0, 0, 0, 1), value=-1.0) * 2,
@@ -571,8 +576,9 @@ LENGTH_ARITHMETIC = {
 }
 BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS, **REVERSALS, **LENGTH_ARITHMETIC}
 # These run at exact sizes: a merged dim's scan or flip sees other rows'
-# padding, a run from the end to a fixed position changes length with the size, a
-# second padded operand would sit behind padding, a computed scatter index
+# padding, a run from the end to a fixed position changes length with the size,
+# a cat of 2*s0 - 1 positions is neither blocks of one size nor a sum of
+# sizes, a computed scatter index
 # could point anywhere, and a strided convolution's output length is not
 # the real length plus a constant.
 EXACT_SIZES = {
@@ -585,7 +591,7 @@ EXACT_SIZES = {
     "rows of the other two orders, through a broadcast": lambda h: (
         h[0, 0].expand(h.shape[0] * h.shape[1], 8) * h.transpose(0, 1).flatten(0, 1) + h.flatten(0, 1)),
     "a run from the end to a fixed position": lambda h: h[:, -2:3] * 2,
-    "a cat of two padded operands": lambda h: torch.cat([h, h * 2], 1).sum(1),
+    "a cat of the sequence and a shorter copy": lambda h: torch.cat([h, h[:, 1:] * 2], 1).sum(1),
     "a scatter at computed positions": lambda h: torch.zeros_like(h).scatter(
         1, h[:, :1].abs().long().clamp(max=2), h[:, :1]),
     "a convolution with a stride along it": lambda h: torch.nn.functional.conv1d(
@@ -621,3 +627,70 @@ def test_positions_scans_cats_and_variances_along_a_padded_dimension(name):
         assert after["graph_recompiles"] - before["graph_recompiles"] <= 1, after["graph_recompile_reasons"]
     else:
         assert exact
+
+
+def _compare_with_gradients(f, g, cpu: list):
+    """g (compiled) against f on copies of `cpu` on the tpu: the output, and
+    the gradients of a random weighting of it for the inputs that take one."""
+    tpu = [t.detach().to("tpu").requires_grad_(t.requires_grad) for t in cpu]
+    want, got = f(*cpu), g(*tpu)
+    _close(got, want.detach(), tol=1e-4)
+    w = torch.randn_like(want)
+    (want * w).sum().backward()
+    (got * w.to("tpu")).sum().backward()
+    for a, b in zip(tpu, cpu):
+        if b.requires_grad:
+            _close(a.grad, b.grad, tol=1e-4)
+
+
+def _assert_bucketed_once(before):
+    after = torch_tpu_rs.metrics()
+    assert after["bucketed_graphs"] > before["bucketed_graphs"]
+    assert after["exact_shape_graphs"] == before["exact_shape_graphs"], after["exact_shape_graphs"]
+    # One graph for inference and one for training: no guard on a length.
+    assert after["graph_recompiles"] - before["graph_recompiles"] <= 1, after["graph_recompile_reasons"]
+
+
+def _attend(past_k, past_v, x, wq, wk, wv):
+    """Causal attention of new tokens over a cache and themselves, as in a
+    chunked prefill: keys and values are a cat of two dynamic lengths."""
+    q = x @ wq
+    k = torch.cat([past_k, x @ wk], 1)
+    v = torch.cat([past_v, x @ wv], 1)
+    past, new = past_k.shape[1], x.shape[1]
+    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+    query_at = torch.arange(new, device=x.device)[:, None] + past
+    key_at = torch.arange(past + new, device=x.device)[None, :]
+    return scores.masked_fill(key_at > query_at, float("-inf")).softmax(-1) @ v
+
+
+def test_a_cat_of_a_cache_and_new_keys_of_two_lengths_is_bucketed():
+    # The cat's length is the sum of two symbols: padded to the sum of their
+    # buckets, with the new keys moved to right after the cache's real
+    # positions; its backward cuts the cache's gradient as a prefix and the
+    # new keys' from the real cache length on. Several pairs share buckets
+    # (4, 8) with different cache lengths, so a stale position would show.
+    g = torch.compile(_attend, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()
+    torch.manual_seed(0)
+    for past, new in [(3, 5), (4, 2), (3, 6), (4, 5), (2, 7), (5, 3), (6, 1), (8, 8), (12, 5)]:
+        cpu = [torch.randn(2, past, 8), torch.randn(2, past, 8), torch.randn(2, new, 8, requires_grad=True)]
+        cpu += [(torch.randn(8, 8) / 3).requires_grad_() for _ in range(3)]
+        _compare_with_gradients(_attend, g, cpu)
+    _assert_bucketed_once(before)
+
+
+def test_a_cat_of_two_lengths_with_tokens_between_and_after_is_bucketed():
+    # Each operand after the first padded one is written at its real start,
+    # in order: the token after `a`, then `b` over the token's padding...
+    def f(a, b, tok):
+        return torch.cat([a, tok, b, tok * 2], 1).softmax(1) * torch.cat([b, a], 1).sum(1, keepdim=True)
+
+    g = torch.compile(f, backend="tpu", dynamic=True)
+    before = torch_tpu_rs.metrics()
+    torch.manual_seed(0)
+    for n, m in [(3, 5), (4, 6), (2, 7), (7, 2), (9, 3)]:
+        cpu = [torch.randn(2, n, 4, requires_grad=True), torch.randn(2, m, 4, requires_grad=True),
+               torch.randn(2, 1, 4, requires_grad=True)]
+        _compare_with_gradients(f, g, cpu)
+    _assert_bucketed_once(before)

@@ -11,8 +11,9 @@ Padding is only correct when padded positions never flow into real ones.
 `plan()` proves that per graph, from the symbolic shapes in the FX node
 metadata, by tracking each dimension's *factors* (the sizes it was built
 from, outermost first: a flattened `[batch, seq]` is `(s0, s1)`). A factor
-is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
-`s - 1` real positions, still a prefix):
+is a symbol, a symbol plus a constant (`x[:, 1:]` of a padded `s` has
+`s - 1` real positions, still a prefix), or a sum of symbols (`s0 + s1`, a
+cat of a cache and new keys, padded to the sum of their buckets):
 
 - ops that keep positions apart (pointwise, views, matmuls over static
   dimensions, embedding, slices that cut a constant off a padded
@@ -24,9 +25,12 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
 - a run of a static dimension as long as a padded size (`pos[:, :S]` of a
   learned position table) caps the bucket so that it fits, and its
   backward zeroes the gradient's padding; a cat along a padded dimension
-  with one padded operand (a learned token before or after a sequence)
-  moves the operands after it to right after its real positions, and so
-  does a constant padding after a padded dimension with its fill; max's
+  (a learned token before or after a sequence, a cache and new keys)
+  writes each operand after a padded one at its real start, and so does a
+  constant padding after a padded dimension with its fill, while operands
+  all of one padded size (`cat([h, h * 2])`) lie as blocks of it; their
+  backward cuts a prefix ending at a size, a block, or a run from a size
+  taken at its real value; max's
   backward scatters at the positions the forward's max found, which are
   in range at either size; a flip gathers at (real size - 1 - k) mod the
   padded size, real positions first (so cumsum's backward, flip -> cumsum
@@ -50,8 +54,9 @@ is a symbol, or a symbol plus a constant (`x[:, 1:]` of a padded `s` has
 - a size used as a number (a mean's backward divides by the count, `x *
   x.shape[1]`, a `full` of the length) is passed at its real value;
 - anything else touching a padded dimension (a sort or a flip of a merged
-  dimension, a cat of two padded operands, a strided convolution, a size in
-  other than arithmetic, ...) makes the graph `Unpaddable`: it then runs at
+  dimension, a cat of a sequence and a shorter copy of it, a strided
+  convolution, a size in other than arithmetic, ...) makes the graph
+  `Unpaddable`: it then runs at
   its exact sizes, which is always correct but compiles once per size.
 
 Why bucketing rather than XLA's bounded dynamic dimensions: bounded shapes
@@ -112,17 +117,39 @@ def _expr(d) -> sympy.Expr:
 
 
 def _is_atom(e) -> bool:
-    """A padded size: a symbol, or a symbol plus a constant (`s - 1` after
-    `x[:, 1:]`), whose real positions are a prefix of its padded ones."""
+    """A padded size: a symbol, a symbol plus a constant (`s - 1` after
+    `x[:, 1:]`), or a sum of symbols (`s0 + s1`, a cat of two padded
+    operands), whose real positions are a prefix of its padded ones. Its
+    padded size is the same sum of the symbols' buckets."""
     if isinstance(e, int):
         return False
     if e.is_Symbol:
         return True
-    return e.is_Add and len(e.free_symbols) == 1 and all(a.is_Integer or a.is_Symbol for a in e.args)
+    return e.is_Add and all(a.is_Integer or a.is_Symbol for a in e.args)
+
+
+def _symbols(atom) -> list:
+    return sorted(atom.free_symbols, key=str)
 
 
 def _symbol(atom) -> sympy.Symbol:
-    return next(iter(atom.free_symbols))
+    """The symbol of an atom that has one (a cap or a size read off an input
+    needs one); a sum of symbols has none."""
+    syms = atom.free_symbols
+    if len(syms) != 1:
+        raise Unpaddable(f"size {atom} is a sum of sizes")
+    return next(iter(syms))
+
+
+def _constant(atom) -> int:
+    return int(atom.subs({s: 0 for s in atom.free_symbols}))
+
+
+def _grows_with_padding(e: sympy.Expr) -> bool:
+    """`e` is a sum of symbols with coefficients >= 0 and a constant: at the
+    padded sizes it is at least as large as at the real ones."""
+    return all(t.is_Integer or t.is_Symbol or t.is_Mul and len(t.args) == 2 and t.args[0].is_Integer
+               and t.args[0] > 0 and t.args[1].is_Symbol for t in sympy.Add.make_args(sympy.expand(e)))
 
 
 def _split(e: sympy.Expr) -> tuple[int, list]:
@@ -337,9 +364,13 @@ class _Analysis:
         self.variances: list = []  # (node, [(dim, factors or None)], input shape)
         self.flips: list = []  # (flip node, its padded dims, their factors): gathers instead (`_flip`)
         self.argmax_dims: dict = {}  # input -> (dim, kept): positions a max found along it (`_argmax_dim`)
-        # (node, dim, real end of its padded part, g -> the node of what belongs
-        # right after it, that one's length along dim)
+        # (node, [(dim, real position, (g, node so far) -> the node of what
+        # belongs there, its length along dim or None for its padded size)]):
+        # written there in order (`_cat`, `_constant_pad`)
         self.moves: list = []
+        # (slice node, its start, the atom of its length): a run from a
+        # position that is a size (`_run_from_a_size`)
+        self.runs: list = []
 
     def run(self):
         for n in self.gm.graph.nodes:
@@ -412,6 +443,8 @@ class _Analysis:
         start_at, end_at, length_of, dim_at = spec
         args = n.args
         if not (len(args) > start_at and _is_sym_node(args[start_at])):
+            return
+        if _run_from_a_size(self, n) or _one_block(self, n):
             return
         if length_of is not None:
             shape = _shape(n) if length_of == "out" else _shape(args[0])
@@ -527,10 +560,79 @@ def _slice(an, n, out):
                                            or _run_at_a_real_position(n, src[dim])):
         src[dim] = _atomic(after)
         return src
+    if any(x[0] is n for x in an.runs) or _prefix_of_a_size(src[dim], start, step, before, after) \
+            or _one_block(an, n):
+        src[dim] = (after,)
+        return src
     if not _cuts_a_constant(src[dim], start, step, before, after):
         raise Unpaddable("slice of a padded dimension")
     src[dim] = _atomic(after)
     return src
+
+
+def _prefix_of_a_size(factors, start, step, longer, shorter) -> bool:
+    """`x[:, :s0]` of a plain padded dim of `s0 + s1` (the first operand of a
+    cat, in its backward): the end, a size, is at the padded sizes no
+    further than the padded dim's end, and cuts the real positions first."""
+    return (_plain(factors) and start == 0 and step == 1 and _is_atom(shorter)
+            and _grows_with_padding(longer - shorter))
+
+
+def _run_from_a_size(an, n: Node) -> bool:
+    """Whether slice `n` cuts a run of a padded length from a position that
+    is a size along a plain padded dim (`x[:, s0:s0 + s1]` of a dim of
+    `s0 + s1 + 1`: an operand after a padded one in a cat, in its
+    backward). Its real positions start at the real value of the size, so
+    that goes to the program, and the run is as long as the result's padded
+    size, which fits: what is left of the dim after the run does not shrink
+    with padding (`an.runs`)."""
+    if any(x[0] is n for x in an.runs):
+        return True
+    if n.target is not aten.slice.Tensor:
+        return False
+    args = n.args
+    src, out = an.s(args[0]), _shape(n)
+    dim = args[1] % len(src) if len(args) > 1 else 0
+    end = args[3] if len(args) > 3 else None
+    step = args[4] if len(args) > 4 else 1
+    before, after, start = _shape(args[0])[dim], out[dim], _expr(_val(args[2]))
+    if end is None or isinstance(end, int) and end >= _TO_THE_END:
+        end = before
+    elif _is_sym_node(end):
+        end = _expr(_val(end))
+    if not (step == 1 and _plain(src[dim]) and src[dim][0] == before and _is_atom(after)
+            and isinstance(end, sympy.Expr) and sympy.expand(end - start - after) == 0
+            and _grows_with_padding(start) and _grows_with_padding(before - end)):
+        return False
+    an.runs.append((n, start, after))
+    return True
+
+
+def _one_block(an, n: Node) -> bool:
+    """Whether slice `n` cuts block k, `[k*s : (k+1)*s]`, of a dim laid out
+    as blocks of one padded size (`(m, s)`: a cat of operands of that size,
+    in its backward). Its ends, sizes, are taken at the padded sizes,
+    where block k is the same block."""
+    if n.target is not aten.slice.Tensor:
+        return False
+    args = n.args
+    src = an.s(args[0])
+    dim = args[1] % len(src) if len(args) > 1 else 0
+    factors = src[dim]
+    if not (len(factors) == 2 and isinstance(factors[0], int) and _is_atom(factors[1])):
+        return False
+    atom = factors[1]
+    start = args[2] if len(args) > 2 and args[2] is not None else 0
+    end = args[3] if len(args) > 3 else None
+    step = args[4] if len(args) > 4 else 1
+    start = _expr(_val(start)) if _is_sym_node(start) else sympy.Integer(start) if isinstance(start, int) else None
+    if end is None or isinstance(end, int) and end >= _TO_THE_END:
+        end = factors[0] * atom
+    end = _expr(_val(end)) if _is_sym_node(end) else end
+    if start is None or step != 1 or not isinstance(end, sympy.Expr):
+        return False
+    k = sympy.simplify(start / atom)
+    return k.is_Integer and 0 <= k < factors[0] and sympy.expand(end - start - atom) == 0
 
 
 def _fit(an, atom, room: int):
@@ -685,25 +787,34 @@ def _embedding_backward(an, n, out):
 
 
 def _cat(an, n, out):
-    """cat along a padded dim takes one padded operand (a sequence with a
-    learned token before or after it). Operands before it keep their
-    positions; those after it belong right after its real positions, not
-    after its padding, so they are moved there (`an.moves`)."""
+    """cat along a padded dim (a sequence with a learned token before or
+    after it, a cache and new keys): at the padded sizes each operand after
+    a padded one would start after that one's padding, so every operand
+    from there on is written at its real start, in order, each over the
+    padding of the one before (`an.moves`). The real positions then come
+    first, and the padded size is the sum of the operands' padded sizes.
+    Operands all of one padded size (`cat([h, h * 2])`) need no moves: at
+    the padded sizes they are blocks of it, each its real positions first."""
     tensors = [t for t in n.args[0] if _shape(t) != [0]]
     dim = (n.args[1] if len(n.args) > 1 else 0) % len(out)
     structs = [an.s(t) for t in tensors]
-    padded = [k for k, s in enumerate(structs) if _padded(s[dim])]
-    if len(padded) > 1 or padded and not _plain(structs[padded[0]][dim]):
-        raise Unpaddable("cat along a padded dimension")
-    res = [_atomic(out[i]) if i == dim else structs[0][i] for i in range(len(out))]
-    if any(s[i] != res[i] for s in structs for i in range(len(out)) if i != dim):
+    if any(s[i] != structs[0][i] for s in structs for i in range(len(out)) if i != dim):
         raise Unpaddable("cat of operands with different layouts")
+    padded = [k for k, s in enumerate(structs) if _padded(s[dim])]
+    if any(not _plain(structs[k][dim]) for k in padded):
+        raise Unpaddable("cat along a merged padded dimension")
+    res = list(structs[0])
+    if len(tensors) > 1 and len(padded) == len(tensors) and len({s[dim] for s in structs}) == 1:
+        res[dim] = (len(tensors), structs[0][dim][0])
+        return res
+    res[dim] = _atomic(out[dim])
     if padded and padded[0] < len(tensors) - 1:
-        k = padded[0]
-        real_end = sum(_shape(t)[dim] for t in tensors[:k + 1])
-        tail = tensors[k + 1:]
-        an.moves.append((n, dim, real_end, lambda g: g.call_function(aten.cat.default, (list(tail), dim)),
-                         int(sum(_shape(t)[dim] for t in tail))))
+        pieces = []
+        for k in range(padded[0] + 1, len(tensors)):
+            length = _shape(tensors[k])[dim]
+            pieces.append((dim, sum(_shape(t)[dim] for t in tensors[:k]), lambda g, _, t=tensors[k]: t,
+                           int(length) if length.is_Integer else None))
+        an.moves.append((n, pieces))
     return res
 
 
@@ -1069,8 +1180,8 @@ def _constant_pad(an, n, out):
                 # At the padded size the fill lands after the padding: its
                 # last `after` positions move to right after the real ones.
                 real_end = src[d][0] + before
-                an.moves.append((n, d, real_end, lambda g, n=n, d=d, k=after:
-                                 g.call_function(aten.slice.Tensor, (n, d, -k, _TO_THE_END)), after))
+                an.moves.append((n, [(d, real_end, lambda g, cur, d=d, k=after:
+                                      g.call_function(aten.slice.Tensor, (cur, d, -k, _TO_THE_END)), after)]))
         if before or after:
             src[d] = _atomic(out[d])
     return src
@@ -1139,7 +1250,7 @@ def _size(factors, values: dict, g: Graph | None = None):
         return _expr_node(g, sympy.Mul(*factors), values)
     total = 1
     for f in factors:
-        total *= f if isinstance(f, int) else values[_symbol(f)] + int(f - _symbol(f))
+        total *= f if isinstance(f, int) else sum(values[sym] for sym in _symbols(f)) + _constant(f)
     return total
 
 
@@ -1257,7 +1368,7 @@ def _expr_node(g: Graph, e: sympy.Expr, values: dict):
 
 
 def _free(factors) -> set:
-    return {_symbol(f) for f in factors if not isinstance(f, int)}
+    return {sym for f in factors if not isinstance(f, int) for sym in f.free_symbols}
 
 
 def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> Plan:
@@ -1290,15 +1401,18 @@ def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> P
         elif isinstance(v, torch.Tensor):
             dims = [(d, f) for d, f in enumerate(an.s(n)) if _padded(f)]
             input_dims.append(dims)
-            sources |= {_symbol(f) for _, fs in dims for f in fs if _is_atom(f) and len(fs) == 1}
-            derived |= {sym for _, fs in dims if len(fs) > 1 for sym in _free(fs)}
+            single = [fs for _, fs in dims if len(fs) == 1 and len(fs[0].free_symbols) == 1]
+            sources |= {_symbol(fs[0]) for fs in single}
+            derived |= {sym for _, fs in dims if fs not in single for sym in _free(fs)}
         else:
             input_dims.append(None)
     used = {sym for st in an.struct.values() if isinstance(st, list) for dim in st
             if isinstance(dim, tuple) for sym in _free(dim)} | derived
     used |= {sym for _, _, e in an.real_values for sym in (_expr(_val(e)) if isinstance(e, Node) else e).free_symbols}
-    merged_sources = {sym for info in input_dims if isinstance(info, list) for _, fs in info if len(fs) > 1
-                      for sym in _free(fs)}
+    # (A merged dim or a sum of sizes tells its symbols only as the output
+    # of a padded graph, which hands them over with the tensor.)
+    merged_sources = {sym for info in input_dims if isinstance(info, list) for _, fs in info
+                      if len(fs) > 1 or len(fs[0].free_symbols) > 1 for sym in _free(fs)}
     if used - sources - merged_sources:
         raise Unpaddable(f"sizes {sorted(map(str, used - sources - merged_sources))} come from no input")
     symbols = sorted(sources | merged_sources, key=str)
@@ -1320,15 +1434,25 @@ def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> P
     for n, i, expr in an.real_values:
         with g.inserting_before(n):
             n.update_arg(i, _at_real_sizes(g, expr, real) if isinstance(expr, Node) else _expr_node(g, expr, real))
-    for n, dim, real_end, tail, length in an.moves:
+    for n, pieces in an.moves:
+        moved, made = n, set()
         with g.inserting_before(n.next):
-            begin = _expr_node(g, real_end, real)
-            end = g.call_function(operator.add, (begin, length))
-            rest = tail(g)
-            moved = g.call_function(aten.slice_scatter.default, (n, rest, dim, begin, end))
-        n.replace_all_uses_with(moved, delete_user_cb=lambda user: user not in (moved, rest))
+            for dim, at, build, length in pieces:
+                begin = _expr_node(g, at, real)
+                piece = build(g, moved)
+                if length is None:
+                    length = g.call_function(aten.sym_size.int, (piece, dim))
+                end = g.call_function(operator.add, (begin, length))
+                moved = g.call_function(aten.slice_scatter.default, (moved, piece, dim, begin, end))
+                made |= {piece, moved}
+        n.replace_all_uses_with(moved, delete_user_cb=lambda user: user not in made)
         moved.meta = dict(n.meta)
         an.struct[moved] = an.struct[n]
+    for n, start, atom in an.runs:
+        with g.inserting_before(n):
+            begin = _expr_node(g, start, real)
+            end = g.call_function(operator.add, (begin, _expr_node(g, atom, padded)))
+            n.args = (n.args[0], n.args[1], begin, end) + tuple(n.args[4:])
     for n, padded_dims, atoms in an.flips:
         x, dims = n.args[0], [d % len(_shape(n)) for d in n.args[1]]
         with g.inserting_before(n):
