@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch._dynamo
+import torch.nn.functional as F
 
 import torch_tpu_rs
 from conftest import assert_same
@@ -120,6 +121,10 @@ SORTS = {
     "int64": lambda h: torch.sort((h * 2).round().long(), 1),
     "int32, descending": lambda h: torch.sort((h * 2).round().int(), 1, descending=True),
     "bool": lambda h: torch.sort(h > 0, 1),
+    # topk sorts alike, and k is at most the real length.
+    "topk": lambda h: torch.topk(h, 2, dim=1),
+    "topk, smallest": lambda h: torch.topk(h, 3, dim=1, largest=False),
+    "topk of int64": lambda h: torch.topk((h * 2).round().long(), 2, 1),
 }
 
 
@@ -127,8 +132,8 @@ SORTS = {
 def test_a_sort_along_a_padded_dimension_is_bucketed(name):
     """The padding is filled with what sorts after every real value (NaN
     ascending, -inf descending), so real NaNs, infinities and ties must land
-    where the CPU puts them, with the CPU's indices; the gradient goes back
-    through them."""
+    where the CPU puts them, with the CPU's indices (a topk's too); the
+    gradient goes back through them."""
     f = SORTS[name]
     g = torch.compile(f, backend="tpu", dynamic=True)
     before = torch_tpu_rs.metrics()
@@ -136,16 +141,23 @@ def test_a_sort_along_a_padded_dimension_is_bucketed(name):
         x = torch.randn(2, n, 4).round()  # ties
         x[0, 1, 0] = x[0, 0, 3] = x[0, n - 1, 3] = float("nan")
         x[1, 0, 1], x[1, 2, 2], x[1, n - 1, 2] = float("-inf"), float("inf"), float("-inf")
-        got, want = g(x.to("tpu")), f(x)
+        # PyTorch's CPU topk orders ties as it likes, and ours sorts
+        # stably: a topk must give what the unpadded tpu program gives, and
+        # the CPU's values.
+        unpadded = name.startswith("topk")
+        ref = x.to("tpu") if unpadded else x
+        got, want = g(x.to("tpu")), f(ref)
         for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-            assert_same(a, b)
+            assert_same(a, b.cpu())
+        if unpadded:
+            assert_same(got[0], f(x)[0])
         if isinstance(want, tuple) and want[0].is_floating_point():
             # The backward scatters the gradient back at the sort's indices.
-            xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+            xc, xt = ref.clone().requires_grad_(), x.to("tpu").requires_grad_()
             w = torch.randn(want[0].shape)
-            (f(xc)[0] * w).nan_to_num().sum().backward()
+            (f(xc)[0] * w.to(xc.device)).nan_to_num().sum().backward()
             (g(xt)[0] * w.to("tpu")).nan_to_num().sum().backward()
-            assert_same(xt.grad, xc.grad)
+            assert_same(xt.grad, xc.grad.cpu())
     after = torch_tpu_rs.metrics()
     assert after["bucketed_graphs"] > before["bucketed_graphs"]
     assert after["exact_shape_graphs"] == before["exact_shape_graphs"], after["exact_shape_graphs"]
@@ -355,6 +367,22 @@ class _ConvolutionsAlongTheSequence(torch.nn.Module):
         return self.b(torch.nn.functional.gelu(self.a(x.transpose(1, 2)))).mean(2)
 
 
+class _StridedConvolutions(torch.nn.Module):
+    """A downsampling stack along the sequence, as in an audio encoder: a
+    convolution with stride 2 and padding, then one with stride 2 and
+    dilation, then mean and max pooling. (Its lengths stay 2 or more for
+    the test's sizes: PyTorch's contiguity checks guard on a length of 1.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv1d(8, 8, 3, stride=2, padding=1)
+        self.b = torch.nn.Conv1d(8, 6, 2, stride=2, dilation=2, padding=1)
+
+    def forward(self, x):
+        h = self.b(torch.nn.functional.gelu(self.a(x.transpose(1, 2))))
+        return h.mean(2) + h.amax(2)
+
+
 TRAINED = {
     # name: (module, input shape with None for the changing size)
     "mse_loss_mean": (_MseHead, (None, 8)),
@@ -367,6 +395,7 @@ TRAINED = {
     "learned_positions_sliced_by_length": (_LearnedPositions, (2, None, 8)),
     "learned_tokens_around_the_sequence": (_TokensAroundTheSequence, (2, None, 8)),
     "convolutions_along_the_sequence": (_ConvolutionsAlongTheSequence, (2, None, 8)),
+    "strided_convolutions_along_the_sequence": (_StridedConvolutions, (2, None, 8)),
 }
 
 
@@ -551,9 +580,26 @@ JOINS_AND_SPREADS = {
     # max's backward scatters at the positions the forward's masked max found.
     "max along it": lambda h: h + h.max(dim=1, keepdim=True).values,
     "min along it, dim dropped": lambda h: h * h.min(1).values[:, None],
-    # Its padding is zeroed first, as the convolution's own zero padding.
+    # Its padding is zeroed first, as the convolution's own zero padding;
+    # with a stride its real outputs are still a prefix, (s + c) // stride
+    # + 1 of them at either size.
     "a convolution along it": lambda h: torch.nn.functional.conv1d(
         h.transpose(1, 2).exp(), torch.linspace(-1, 1, 8 * 8 * 3, device=h.device).view(8, 8, 3), padding=2).sin(),
+    "a convolution with a stride along it": lambda h: torch.nn.functional.conv1d(
+        h.transpose(1, 2), torch.linspace(-1, 1, 4 * 8 * 3, device=h.device).view(4, 8, 3), stride=2).softmax(2),
+    "a convolution with a stride, padding and dilation": lambda h: torch.nn.functional.conv1d(
+        h.transpose(1, 2), torch.linspace(-1, 1, 4 * 8 * 3, device=h.device).view(4, 8, 3), stride=3,
+        padding=2, dilation=2).sum(2),
+    # Position o reads c + k*o: the real positions read real ones, first.
+    "every other position": lambda h: h[:, ::2] * 2,
+    "every third position from the second": lambda h: h[:, 1::3].softmax(1),
+}
+# Downsampled lengths of 1 make PyTorch's contiguity checks guard on them
+# (`Eq((s + 1)//3, 1)`), so Dynamo would compile again for lengths past it:
+# these start where every downsampled length is 2 or more.
+LONGER = {
+    "a convolution with a stride along it", "a convolution with a stride, padding and dilation",
+    "every other position", "every third position from the second",
 }
 # A reduction over rows merged with the padded dimension: its backward
 # broadcasts the gradient over [2*s0, ...], a size whose layout only the
@@ -576,11 +622,11 @@ LENGTH_ARITHMETIC = {
 }
 BUCKETED_ALONG = {**FIXED_POSITIONS, **JOINS_AND_SPREADS, **MERGED_ROWS, **REVERSALS, **LENGTH_ARITHMETIC}
 # These run at exact sizes: a merged dim's scan or flip sees other rows'
-# padding, a run from the end to a fixed position changes length with the size,
-# a cat of 2*s0 - 1 positions is neither blocks of one size nor a sum of
-# sizes, a computed scatter index
-# could point anywhere, and a strided convolution's output length is not
-# the real length plus a constant.
+# padding, a run from the end to a fixed position changes length with the
+# size, a cat of 2*s0 - 1 positions is neither blocks of one size nor a sum
+# of sizes, a computed scatter index could point anywhere, a transposed
+# convolution spreads each position over several, and a strided run from a
+# size-valued start (padding at the front) is not yet taken.
 EXACT_SIZES = {
     "scan of a merged padded dimension": lambda h: h.flatten(0, 1).cumsum(0),
     "a flip of a merged padded dimension": lambda h: h.flatten(0, 1).flip(0) * 2,
@@ -594,8 +640,9 @@ EXACT_SIZES = {
     "a cat of the sequence and a shorter copy": lambda h: torch.cat([h, h[:, 1:] * 2], 1).sum(1),
     "a scatter at computed positions": lambda h: torch.zeros_like(h).scatter(
         1, h[:, :1].abs().long().clamp(max=2), h[:, :1]),
-    "a convolution with a stride along it": lambda h: torch.nn.functional.conv1d(
-        h.transpose(1, 2), torch.ones(4, 8, 3, device=h.device), stride=2),
+    "a transposed convolution along it": lambda h: torch.nn.functional.conv_transpose1d(
+        h.transpose(1, 2), torch.linspace(-1, 1, 8 * 4 * 3, device=h.device).view(8, 4, 3), stride=2),
+    "every other position from a start that is a size": lambda h: h[:, h.shape[1] % 2::2] * 2,
 }
 
 
@@ -604,7 +651,7 @@ def test_positions_scans_cats_and_variances_along_a_padded_dimension(name):
     f = BUCKETED_ALONG.get(name) or EXACT_SIZES[name]
     g = torch.compile(f, backend="tpu", dynamic=True)
     before = torch_tpu_rs.metrics()
-    for n in (3, 5, 6, 9, 12):
+    for n in (5, 6, 9, 12, 17) if name in LONGER else (3, 5, 6, 9, 12):
         x = torch.randn(2, n, 8)
         _close(g(x.to("tpu")), f(x), tol=1e-4)
         if name in BUCKETED_ALONG and name != "cumprod":
@@ -694,3 +741,51 @@ def test_a_cat_of_two_lengths_with_tokens_between_and_after_is_bucketed():
                torch.randn(2, 1, 4, requires_grad=True)]
         _compare_with_gradients(f, g, cpu)
     _assert_bucketed_once(before)
+
+
+# Pooling along the dynamic dimension (only it dynamic: under dynamic=True
+# the static width would be padded too). The padding reads as the real
+# pooling's own (-inf for a max, 0 for an average) and the backward zeroes
+# the gradient's padding. A max's indices are flat positions in the plane,
+# the same at either size only while the width is not padded; an average
+# that does not count its padding counts its window alike only without it.
+POOLINGS = {
+    "a max pooling along it": lambda h: F.max_pool2d(h[:, None], (3, 1), stride=(2, 1), padding=(1, 0)).softmax(2),
+    "a max pooling with dilation and ceil_mode": lambda h: F.max_pool2d(
+        h[:, None] - 2, (2, 1), stride=(2, 1), dilation=(2, 1), ceil_mode=True) * 2,
+    "an average pooling with padding": lambda h: F.avg_pool1d(h.transpose(1, 2), 3, stride=2, padding=1).softmax(2),
+    "an average pooling not counting padding, without any": lambda h: F.avg_pool1d(
+        h.transpose(1, 2), 2, stride=2, count_include_pad=False) * 2,
+    # A sum's backward spreads the gradient over the padding too, and the
+    # first padded window reads real positions: its gradient must add nothing.
+    "a max pooling, then a sum along it": lambda h: F.max_pool2d(h[:, None], (3, 1), stride=1).sum(2),
+    "an average pooling, then a sum along it": lambda h: F.avg_pool1d(h.transpose(1, 2), 3, stride=1).sum(2),
+}
+POOLINGS_AT_EXACT_SIZES = {
+    "an average pooling not counting its padding": lambda h: F.avg_pool1d(
+        h.transpose(1, 2), 3, stride=2, padding=1, count_include_pad=False) * 2,
+    "a max pooling over a padded width": lambda h: F.max_pool2d(h.transpose(1, 2)[:, None], 2) * 2,
+}
+
+
+@pytest.mark.parametrize("name", list(POOLINGS) + list(POOLINGS_AT_EXACT_SIZES))
+def test_pooling_along_a_padded_dimension(name):
+    f = POOLINGS.get(name) or POOLINGS_AT_EXACT_SIZES[name]
+    g = torch.compile(f, backend="tpu")
+    before = torch_tpu_rs.metrics()
+    torch.manual_seed(0)
+    for n in (5, 6, 9, 12, 17):
+        x = torch.randn(2, n, 8, requires_grad=True)
+        xt = x.detach().to("tpu")
+        torch._dynamo.mark_dynamic(xt, 1)
+        xt.requires_grad_()
+        want, got = f(x), g(xt)
+        _close(got, want.detach(), tol=1e-5)
+        w = torch.randn_like(want)
+        (want * w).sum().backward()
+        (got * w.to("tpu")).sum().backward()
+        _close(xt.grad, x.grad, tol=1e-5)
+    if name in POOLINGS:
+        _assert_bucketed_once(before)
+    else:
+        assert torch_tpu_rs.metrics()["exact_shape_graphs"] != before["exact_shape_graphs"]

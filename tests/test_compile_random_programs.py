@@ -69,6 +69,9 @@ def _step(kind, h, w, b):
         "conv_seq": lambda: F.conv1d(h.transpose(1, 2), w[:, :, None].expand(D, D, 3) * 0.3, padding=1).transpose(1, 2),
         "flat_rows_sum": lambda: h + h.reshape(B * S, D).sum(0) * 0.01,
         "cat_copy": lambda: torch.cat([h, h.tanh()], 1),
+        "every_other": lambda: h[:, ::2],
+        "conv_stride": lambda: F.conv1d(h.transpose(1, 2), w[:, :, None].expand(D, D, 3) * 0.3, stride=2,
+                                        padding=1).transpose(1, 2),
     }
     return ops[kind]()
 
@@ -77,12 +80,15 @@ KINDS = ["relu", "tanh", "gelu", "linear", "flat_linear", "bmm", "sum_seq", "mea
          "argmax_seq", "softmax_seq", "log_softmax_seq", "logsumexp_seq", "cumsum_seq", "softmax_features",
          "layer_norm", "rms_norm", "attention", "causal_attention", "contract_seq", "drop_first", "first_token",
          "last_token", "append_first", "flip_seq", "sort_seq", "length_as_number", "positions", "where", "var_seq",
-         "pad_front", "pad_back", "conv_seq", "flat_rows_sum", "cat_copy"]
+         "pad_front", "pad_back", "conv_seq", "flat_rows_sum", "cat_copy", "every_other", "conv_stride"]
 # Ops whose forward or backward graph runs at exact sizes (the size as a
-# number), or after which later ops may (a cat of two copies lays the
+# number), or after which later ops may: a cat of two copies lays the
 # sequence out as two blocks, which a scan, a flip, a sort or a cut of one
-# position cannot take); every other kind must leave both graphs bucketed.
-EXACT_KINDS = {"length_as_number", "cat_copy"}
+# position cannot take; a downsampled length of 1 at the first size makes
+# PyTorch fix it by a guard partway through the graph, while the ops before
+# carry its expression, which the bucketing does not reconcile. Every other
+# kind must leave both graphs bucketed.
+EXACT_KINDS = {"length_as_number", "cat_copy", "every_other", "conv_stride"}
 BUCKETED_KINDS = [k for k in KINDS if k not in EXACT_KINDS]
 
 

@@ -30,12 +30,13 @@ cat of a cache and new keys, padded to the sum of their buckets):
   constant padding after a padded dimension with its fill, while operands
   all of one padded size (`cat([h, h * 2])`) lie as blocks of it; their
   backward cuts a prefix ending at a size, a block, or a run from a size
-  taken at its real value; max's
-  backward scatters at the positions the forward's max found, which are
-  in range at either size; a flip gathers at (real size - 1 - k) mod the
+  taken at its real value; every k-th position (`x[:, ::2]`) reads real
+  ones first, and its backward puts the gradient's padding past the real
+  end; max's backward scatters at the positions the forward's max found,
+  which are in range at either size; a flip gathers at (real size - 1 - k) mod the
   padded size, real positions first (so cumsum's backward, flip -> cumsum
-  -> flip, scans them first); a sort fills the padding with what sorts
-  after every real value;
+  -> flip, scans them first); a sort or a topk fills the padding with
+  what sorts after every real value;
 - ops that combine positions along a padded dimension (sum, mean, amax,
   softmax, log_softmax, logsumexp, argmax, matmuls contracting it, and the
   backward ops of softmax and embedding) get a mask inserted before them
@@ -45,19 +46,21 @@ cat of a cache and new keys, padded to the sum of their buckets):
   masks padded targets to its ignore_index, so a mean divides by the real
   count there too, and mse_loss's mean is its sum over the real count;
   layer_norm's and convolution's backward zero the padding before summing
-  their weight gradients over it; a convolution along a padded dimension
-  (stride 1) zeroes its input's padding, which it then reads where the
-  real convolution reads its own zero padding;
+  their weight gradients over it; a convolution or a pooling along a
+  padded dimension (any stride, not transposed) fills its input's padding
+  with what the real one reads in its own padding (0, or -inf for a max
+  pooling), so its real outputs are a prefix, `(s + c) // stride + 1` of
+  them at either size, and its backward zeroes the gradient's padding;
 - a broadcast or a fill along a merged padded dimension (a sum's backward
   over flattened rows) is the same at every position, so it takes the
   layout of what it meets (`_Uniform`);
 - a size used as a number (a mean's backward divides by the count, `x *
   x.shape[1]`, a `full` of the length) is passed at its real value;
 - anything else touching a padded dimension (a sort or a flip of a merged
-  dimension, a cat of a sequence and a shorter copy of it, a strided
-  convolution, a size in other than arithmetic, ...) makes the graph
-  `Unpaddable`: it then runs at
-  its exact sizes, which is always correct but compiles once per size.
+  dimension, a cat of a sequence and a shorter copy of it, a transposed
+  convolution, a max pooling's indices over a padded width, a size in
+  other than arithmetic, ...) makes the graph `Unpaddable`: it then runs
+  at its exact sizes, which is always correct but compiles once per size.
 
 Why bucketing rather than XLA's bounded dynamic dimensions: bounded shapes
 need every lowering to handle dynamic dimensions and rely on the plugin's
@@ -117,39 +120,55 @@ def _expr(d) -> sympy.Expr:
 
 
 def _is_atom(e) -> bool:
-    """A padded size: a symbol, a symbol plus a constant (`s - 1` after
-    `x[:, 1:]`), or a sum of symbols (`s0 + s1`, a cat of two padded
-    operands), whose real positions are a prefix of its padded ones. Its
-    padded size is the same sum of the symbols' buckets."""
+    """A padded size whose real positions are a prefix of its padded ones:
+    a symbol, plus a constant (`s - 1` after `x[:, 1:]`), plus other
+    symbols (`s0 + s1`, a cat of a cache and new keys), or divided down
+    (`(s + 1) // 2` after `x[:, ::2]` or a strided convolution). It grows
+    with each symbol, and its padded size is itself at the buckets."""
     if isinstance(e, int):
         return False
     if e.is_Symbol:
         return True
-    return e.is_Add and all(a.is_Integer or a.is_Symbol for a in e.args)
+    if isinstance(e, FloorDiv):
+        return _is_atom(e.args[0]) and e.args[1].is_Integer and e.args[1] > 0
+    return e.is_Add and any(not a.is_Integer for a in e.args) and all(
+        a.is_Integer or a.is_Symbol or isinstance(a, FloorDiv) and _is_atom(a) for a in e.args)
 
 
-def _symbols(atom) -> list:
-    return sorted(atom.free_symbols, key=str)
+def _linear(atom) -> bool:
+    """One symbol plus a constant: its symbol's real size can be read off it."""
+    return len(atom.free_symbols) == 1 and (atom - _symbol(atom)).is_Integer
 
 
 def _symbol(atom) -> sympy.Symbol:
-    """The symbol of an atom that has one (a cap or a size read off an input
-    needs one); a sum of symbols has none."""
+    """The symbol of an atom that has one (a cap needs one); a sum of
+    symbols has none."""
     syms = atom.free_symbols
     if len(syms) != 1:
         raise Unpaddable(f"size {atom} is a sum of sizes")
     return next(iter(syms))
 
 
-def _constant(atom) -> int:
-    return int(atom.subs({s: 0 for s in atom.free_symbols}))
+def _value(e: sympy.Expr, values: dict) -> int:
+    """An atom's size, where `values` maps each symbol to its size (per
+    call, so kept cheap: no sympy substitution)."""
+    if e.is_Integer:
+        return int(e)
+    if e.is_Symbol:
+        return values[e]
+    if isinstance(e, FloorDiv):
+        return _value(e.args[0], values) // _value(e.args[1], values)
+    if e.is_Add:
+        return sum(_value(a, values) for a in e.args)
+    raise Unpaddable(f"size {e} is not an atom")
 
 
 def _grows_with_padding(e: sympy.Expr) -> bool:
     """`e` is a sum of symbols with coefficients >= 0 and a constant: at the
     padded sizes it is at least as large as at the real ones."""
-    return all(t.is_Integer or t.is_Symbol or t.is_Mul and len(t.args) == 2 and t.args[0].is_Integer
-               and t.args[0] > 0 and t.args[1].is_Symbol for t in sympy.Add.make_args(sympy.expand(e)))
+    return all(t.is_Integer or t.is_Symbol or isinstance(t, FloorDiv) and _is_atom(t)
+               or t.is_Mul and len(t.args) == 2 and t.args[0].is_Integer and t.args[0] > 0 and _is_atom(t.args[1])
+               for t in sympy.Add.make_args(sympy.expand(e)))
 
 
 def _split(e: sympy.Expr) -> tuple[int, list]:
@@ -431,6 +450,7 @@ class _Analysis:
             return struct  # the ops that keep values uniform along a dim
         return _settled(struct)
 
+
     def positions_at_real_values(self, n: Node):
         """A slice start, an arange start or a selected index is a position: at
         the padded sizes it would point elsewhere (`x[k:k+3]` read x[8:11] for
@@ -561,13 +581,27 @@ def _slice(an, n, out):
         src[dim] = _atomic(after)
         return src
     if any(x[0] is n for x in an.runs) or _prefix_of_a_size(src[dim], start, step, before, after) \
-            or _one_block(an, n):
+            or _one_block(an, n) or _every_kth(src[dim], start, n.args[3] if len(n.args) > 3 else None, before, after):
         src[dim] = (after,)
         return src
     if not _cuts_a_constant(src[dim], start, step, before, after):
         raise Unpaddable("slice of a padded dimension")
     src[dim] = _atomic(after)
     return src
+
+
+def _every_kth(factors, start, end, longer, shorter) -> bool:
+    """`x[:, c::k]` of a plain padded dim: position o reads c + k*o, so the
+    real positions read real ones and come first, `(s - c + k - 1) // k` of
+    them; at the padded size the padding reads padding. (Its backward,
+    `_slice_backward`, puts the gradient's padding past the real end.)"""
+    return (_plain(factors) and isinstance(start, int) and start >= 0 and _is_atom(shorter)
+            and _to_the_end(end, longer))
+
+
+def _to_the_end(end, size) -> bool:
+    return (end is None or isinstance(end, int) and end >= _TO_THE_END
+            or _is_sym_node(end) and sympy.expand(_expr(_val(end)) - size) == 0)
 
 
 def _prefix_of_a_size(factors, start, step, longer, shorter) -> bool:
@@ -596,7 +630,7 @@ def _run_from_a_size(an, n: Node) -> bool:
     end = args[3] if len(args) > 3 else None
     step = args[4] if len(args) > 4 else 1
     before, after, start = _shape(args[0])[dim], out[dim], _expr(_val(args[2]))
-    if end is None or isinstance(end, int) and end >= _TO_THE_END:
+    if _to_the_end(end, before):
         end = before
     elif _is_sym_node(end):
         end = _expr(_val(end))
@@ -639,6 +673,8 @@ def _fit(an, atom, room: int):
     """Cap the bucket of `atom`'s symbol so that `atom` at the padded size
     is at most `room`: a run of a static dimension (`pos[:, :S]` of a learned
     position table) must fit in it at the padded size too."""
+    if not _linear(atom):
+        raise Unpaddable(f"a run of a static dimension as long as {atom}")
     sym = _symbol(atom)
     cap = room - int(atom - sym)
     an.caps[sym] = min(an.caps.get(sym, cap), cap)
@@ -660,7 +696,14 @@ def _slice_backward(an, n, out):
     dim, start, step = n.args[2] % len(src), n.args[3], n.args[5]
     before, after = _shape(n.args[0])[dim], out[dim]
     if _padded(src[dim]):
-        if after.is_Integer and _plain(src[dim]) and isinstance(start, int) and start >= 0 and step == 1:
+        end = n.args[4]
+        if _is_atom(after) and _plain(src[dim]) and isinstance(start, int) and start >= 0 and step > 1 \
+                and _to_the_end(end, after):
+            # The gradient of `x[:, c::k]`: its position o goes to c + k*o,
+            # so its padding lands past the real end (c + k*o >= s for o
+            # past its real count).
+            pass
+        elif after.is_Integer and _plain(src[dim]) and isinstance(start, int) and start >= 0 and step == 1:
             # The gradient of a run of a static dim (a learned position table
             # sliced by the length): its padded positions must add nothing.
             _fit(an, src[dim][0], int(after) - start)
@@ -1044,26 +1087,40 @@ def _sort(an, n, out):
     return (list(src), list(src))
 
 
-def _padded_spatial_dims(an, n, x_at: int, stride_at: int, transposed_at: int) -> list:
+def _topk(an, n, out):
+    """topk along a plain padded dim: the padding is filled as for a sort
+    (`_sort`: the lowering sorts stably), and k is at most the real size,
+    so the k found are real values at real positions."""
+    src = an.s(n.args[0])
+    rank = max(len(src), 1)
+    dim = (n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", -1)) % rank
+    largest = n.args[3] if len(n.args) > 3 else n.kwargs.get("largest", True)
+    if _padded(src[dim]):
+        if not _plain(src[dim]):
+            raise Unpaddable("topk along a merged padded dimension")
+        floating = _val(n.args[0]).dtype.is_floating_point
+        an.masks.append((n, 0, dim, src[dim], -math.inf if largest else (math.nan if floating else math.inf)))
+    res = [_atomic(_expr(_val(n)[0].shape[d])) if d == dim else f for d, f in enumerate(src)]
+    return (res, list(res))
+
+
+def _padded_spatial_dims(an, n, x_at: int, transposed_at: int) -> list:
     """The spatial dims of convolution input `x_at` that are padded. Each
-    must be a plain padded dim (its real positions a prefix), stepped by 1
-    and not transposed: then an output position reads the input positions
-    it reads at the real size, or ones past the real end, where the real
+    must be a plain padded dim (its real positions a prefix), not
+    transposed: then a real output position reads the input positions it
+    reads at the real size, or ones past the real end, where the real
     convolution reads its own zero padding, so the input's padding is
     zeroed (by the caller's masks). The output's real positions are then a
-    prefix too, its size the real size plus a constant."""
+    prefix too, `(s + c) // stride + 1` of them at either size."""
     src = an.s(n.args[x_at])
     dims = [d for d in range(2, len(src)) if _padded(src[d])]
     if not dims:
         return []
-    stride = n.args[stride_at]
     if n.args[transposed_at]:
         raise Unpaddable("transposed convolution over a padded spatial dimension")
     for d in dims:
         if not _plain(src[d]):
             raise Unpaddable("convolution over a merged padded spatial dimension")
-        if stride[(d - 2) % len(stride)] != 1:
-            raise Unpaddable("convolution with a stride over a padded spatial dimension")
     return dims
 
 
@@ -1073,7 +1130,7 @@ def _convolution(an, n, out):
     src = an.s(n.args[0])
     if _padded(src[1]) or any(_padded(f) for f in an.s(n.args[1])):
         raise Unpaddable("convolution over a padded channel dimension or weight")
-    dims = _padded_spatial_dims(an, n, 0, 3, 6)
+    dims = _padded_spatial_dims(an, n, 0, 6)
     an.masks += [(n, 0, d, src[d], 0) for d in dims]
     return [src[0], _atomic(out[1])] + [_atomic(e) for e in out[2:]]
 
@@ -1086,13 +1143,81 @@ def _convolution_backward(an, n, out):
     src, grad = an.s(n.args[1]), an.s(n.args[0])
     if grad[0] != src[0] or _padded(src[1]) or _padded(grad[1]):
         raise Unpaddable("convolution_backward over a padded channel dimension")
-    dims = _padded_spatial_dims(an, n, 1, 4, 7)
+    dims = _padded_spatial_dims(an, n, 1, 7)
     if any(_padded(grad[d]) != (d in dims) for d in range(2, len(grad))):
         raise Unpaddable("convolution_backward whose gradient and input are padded along different dims")
     for d in ([0] if _padded(src[0]) else []) + dims:
         an.masks += [(n, 0, d, grad[d], 0), (n, 1, d, src[d], 0)]
     bias = n.args[3]
     return (list(src), [_atomic(e) for e in _shape(n.args[2])], [_atomic(_expr(b)) for b in bias] if bias else [])
+
+
+def _pooled_dims(an, n, x_at: int, avg_args: tuple | None) -> list:
+    """The padded spatial dims of a 2-d pooling's input `x_at` (the last
+    two), as `_padded_spatial_dims`: a real window reads the positions it
+    reads at the real size, or ones past the real end, which the caller
+    fills with what the real pooling reads in its own padding (-inf for a
+    max, 0 for an average). An average counts its window alike at either
+    size only without `ceil_mode`, and, with padding, only counting the
+    padding (`avg_args`: ceil_mode, count_include_pad and the padding)."""
+    src = an.s(n.args[x_at])
+    dims = [d for d in range(len(src) - 2, len(src)) if _padded(src[d])]
+    if not dims:
+        return []
+    if any(not _plain(src[d]) for d in dims):
+        raise Unpaddable("pooling over a merged padded spatial dimension")
+    if n.kwargs:  # (read positionally below)
+        raise Unpaddable(f"{_op_name(n.target)} with keyword arguments")
+    if avg_args is not None:
+        ceil_mode, count_include_pad, padding = avg_args
+        if ceil_mode or not count_include_pad and any(p != 0 for p in padding):
+            raise Unpaddable("average pooling whose window count changes with padding")
+    return dims
+
+
+def _max_pool_dims(an, n, x_at: int) -> list:
+    """As `_pooled_dims`, for a max pooling and its indices: flat positions
+    in the input's plane, the same at either size while only the height is
+    padded, or the height is 1 (a 1-d pooling). (Its backward may get them
+    from a forward that ran at exact sizes.)"""
+    dims = _pooled_dims(an, n, x_at, None)
+    if len(an.s(n.args[x_at])) - 1 in dims and _shape(n.args[x_at])[-2] != 1:
+        raise Unpaddable("max pooling indices over a padded width")
+    return dims
+
+
+def _max_pool(an, n, out):
+    """max_pool2d_with_indices: the padding is -inf, as the real pooling's
+    own, so a real window finds the max and the position it finds at the
+    real size."""
+    src = an.s(n.args[0])
+    an.masks += [(n, 0, d, src[d], -math.inf) for d in _max_pool_dims(an, n, 0)]
+    pooled = list(src[:-2]) + [_atomic(_expr(e)) for e in _val(n)[0].shape[-2:]]
+    return (pooled, list(pooled))
+
+
+def _max_pool_backward(an, n, out):
+    """The gradient's padding is zeroed: a padded window may have found its
+    max at a real position."""
+    grad, src = an.s(n.args[0]), an.s(n.args[1])
+    an.masks += [(n, 0, d, grad[d], 0) for d in _max_pool_dims(an, n, 1)]
+    return list(src)
+
+
+def _avg_pool(an, n, out):
+    args = list(n.args) + [None] * 7
+    src = an.s(n.args[0])
+    dims = _pooled_dims(an, n, 0, (bool(args[4]), args[5] is not False, args[3] or [0]))
+    an.masks += [(n, 0, d, src[d], 0) for d in dims]
+    return list(src[:-2]) + [_atomic(e) for e in out[-2:]]
+
+
+def _avg_pool_backward(an, n, out):
+    args = list(n.args) + [None] * 8
+    grad, src = an.s(n.args[0]), an.s(n.args[1])
+    for d in _pooled_dims(an, n, 1, (bool(args[5]), args[6] is not False, args[4] or [0])):
+        an.masks.append((n, 0, d, grad[d], 0))
+    return list(src)
 
 
 _VARIANCES = (aten.var.correction, aten.std.correction, aten.var_mean.correction)
@@ -1129,6 +1254,10 @@ def _argmax_dim(an, index) -> tuple | None:
     red = index
     if index.target is operator.getitem and index.args[1] == 1 and index.args[0].target in _SORTS:
         return _sort_args(index.args[0])[0], "sorted"
+    if index.target is operator.getitem and index.args[1] == 1 and index.args[0].target is aten.topk.default:
+        topk = index.args[0]
+        dim = topk.args[2] if len(topk.args) > 2 else topk.kwargs.get("dim", -1)
+        return dim % max(len(_shape(topk.args[0])), 1), "selected"
     if index.target is operator.getitem:
         red = index.args[0]
         if index.args[1] != 1 or red.target not in (aten.max.dim, aten.min.dim):
@@ -1145,17 +1274,19 @@ def _argmax_dim(an, index) -> tuple | None:
 
 def _scatter(an, n, out):
     """scatter at the positions a max along the same dim found (max's
-    backward, with dim), or at a sort's indices along it (sort's backward):
-    each lands where the forward read it. Any other index, computed from
-    padding, could point anywhere."""
+    backward, with dim), or at a sort's or a topk's indices along it (their
+    backward): each lands where the forward read it. Any other index,
+    computed from padding, could point anywhere."""
     src = an.s(n.args[0])
     dim = n.args[1] % len(src)
     index = n.args[2]
     found = _argmax_dim(an, index)
-    if found not in ((dim, True), (dim, "sorted")):
+    if found not in ((dim, True), (dim, "sorted"), (dim, "selected")):
         raise Unpaddable("scatter on a padded tensor")
     shape = an.s(index)
-    along = () if found[1] is True else src[dim]
+    along = {True: (), "sorted": src[dim], "selected": shape[dim]}[found[1]]
+    if _padded(along) and found[1] == "selected":
+        raise Unpaddable("scatter at topk's indices along a padded k")
     if any(shape[d] != src[d] for d in range(len(src)) if d != dim) or shape[dim] != along:
         raise Unpaddable("scatter with an index of another layout")
     if _is_tensor_node(n.args[3]) and an.s(n.args[3]) != shape:
@@ -1215,8 +1346,11 @@ _HANDLERS = {
     aten.native_layer_norm.default: _layer_norm,
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     aten.convolution.default: _convolution, aten.convolution_backward.default: _convolution_backward,
+    aten.max_pool2d_with_indices.default: _max_pool,
+    aten.max_pool2d_with_indices_backward.default: _max_pool_backward,
+    aten.avg_pool2d.default: _avg_pool, aten.avg_pool2d_backward.default: _avg_pool_backward,
     aten.tril.default: _triangle, aten.triu.default: _triangle,
-    **{t: _sort for t in _SORTS},
+    **{t: _sort for t in _SORTS}, aten.topk.default: _topk,
     **{t: _prefix_scan for t in _PREFIX_SCANS}, aten.flip.default: _flip,
     aten.mse_loss.default: _mean_loss, aten.mse_loss_backward.default: _mean_loss,
     aten.select_backward.default: _select_backward,
@@ -1250,7 +1384,7 @@ def _size(factors, values: dict, g: Graph | None = None):
         return _expr_node(g, sympy.Mul(*factors), values)
     total = 1
     for f in factors:
-        total *= f if isinstance(f, int) else sum(values[sym] for sym in _symbols(f)) + _constant(f)
+        total *= f if isinstance(f, int) else _value(f, values)
     return total
 
 
@@ -1401,7 +1535,7 @@ def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> P
         elif isinstance(v, torch.Tensor):
             dims = [(d, f) for d, f in enumerate(an.s(n)) if _padded(f)]
             input_dims.append(dims)
-            single = [fs for _, fs in dims if len(fs) == 1 and len(fs[0].free_symbols) == 1]
+            single = [fs for _, fs in dims if len(fs) == 1 and _linear(fs[0])]
             sources |= {_symbol(fs[0]) for fs in single}
             derived |= {sym for _, fs in dims if fs not in single for sym in _free(fs)}
         else:
@@ -1409,10 +1543,10 @@ def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> P
     used = {sym for st in an.struct.values() if isinstance(st, list) for dim in st
             if isinstance(dim, tuple) for sym in _free(dim)} | derived
     used |= {sym for _, _, e in an.real_values for sym in (_expr(_val(e)) if isinstance(e, Node) else e).free_symbols}
-    # (A merged dim or a sum of sizes tells its symbols only as the output
-    # of a padded graph, which hands them over with the tensor.)
+    # (A merged dim, a sum or a quotient of sizes tells its symbols only as
+    # the output of a padded graph, which hands them over with the tensor.)
     merged_sources = {sym for info in input_dims if isinstance(info, list) for _, fs in info
-                      if len(fs) > 1 or len(fs[0].free_symbols) > 1 for sym in _free(fs)}
+                      if len(fs) > 1 or not _linear(fs[0]) for sym in _free(fs)}
     if used - sources - merged_sources:
         raise Unpaddable(f"sizes {sorted(map(str, used - sources - merged_sources))} come from no input")
     symbols = sorted(sources | merged_sources, key=str)
@@ -1480,6 +1614,12 @@ def plan(gm: GraphModule, saved: dict | None = None, forward: bool = False) -> P
                 total = g.call_function(aten.sum.dim_IntList, (x, [d for d, _ in counted], keep), dict(n.kwargs))
             mean = g.call_function(aten.div.Scalar, (total, count))
         _replace(an, n, mean)
+    for n in g.nodes:
+        if n.target is aten.view.default:
+            # A view that the real strides allow may not be one at the padded
+            # ones (`x[:, ::2]` of an even length flattens as a view, of an
+            # odd one it does not): reshape copies only where it must.
+            n.target = aten.reshape.default
     output = next(n for n in g.nodes if n.op == "output")
     output_dims = []
     for leaf in _flat(output.args):

@@ -15,7 +15,7 @@ import weakref
 import sympy
 import torch
 
-from ._bucketing import Plan, _constant, _free, _size, _symbol, bucket
+from ._bucketing import Plan, _free, _linear, _size, _symbol, bucket
 
 # Caps on buckets by symbol, shared by the forward and backward graphs of a
 # training step, so both pad a size alike and the backward can take the
@@ -143,8 +143,8 @@ def run_padded(plan: Plan, run_graph, args: list):
             for d, factors in info:
                 if len(factors) > 1:
                     raise NotPaddable(f"input {k} has a merged padded dimension {factors}")
-                if len(factors[0].free_symbols) == 1:  # a sum of sizes: the other inputs tell them
-                    real[_symbol(factors[0])] = a.shape[d] - _constant(factors[0])
+                if _linear(factors[0]):  # else (a sum or a quotient of sizes) the other inputs tell them
+                    real[_symbol(factors[0])] = a.shape[d] - int(factors[0] - _symbol(factors[0]))
     if set(plan.symbols) - set(real):
         raise NotPaddable(f"no real size for {sorted(map(str, set(plan.symbols) - set(real)))}")
     pad = {s: bucket(r, _cap(plan, s)) for s, r in real.items()}
