@@ -660,9 +660,10 @@ def _one_block(an, n: Node) -> bool:
     end = args[3] if len(args) > 3 else None
     step = args[4] if len(args) > 4 else 1
     start = _expr(_val(start)) if _is_sym_node(start) else sympy.Integer(start) if isinstance(start, int) else None
-    if end is None or isinstance(end, int) and end >= _TO_THE_END:
+    if _to_the_end(end, factors[0] * atom):
         end = factors[0] * atom
-    end = _expr(_val(end)) if _is_sym_node(end) else end
+    elif _is_sym_node(end):
+        end = _expr(_val(end))
     if start is None or step != 1 or not isinstance(end, sympy.Expr):
         return False
     k = sympy.simplify(start / atom)
