@@ -74,6 +74,25 @@ def test_mark_dynamic_and_automatic_dynamic_are_bucketed():
         assert torch_tpu_rs.metrics()["bucketed_graphs"] > before, how
 
 
+def test_foreach_ops_on_fixed_size_tensors_beside_a_padded_dim_are_bucketed():
+    """An optimizer-like foreach update of fixed-size tensors in a graph
+    whose batch is padded: the lists are not padded, so the graph is
+    bucketed as a whole (a traced training step holds both)."""
+    def f(x, a, b):
+        a2, b2 = torch._foreach_mul([a, b], 2.0)
+        return x.sum(0) * a2.sum() + b2
+
+    a, b = torch.randn(3, 4), torch.randn(5)
+    before = torch_tpu_rs.metrics()["bucketed_graphs"]
+    g = torch.compile(f, backend="tpu")
+    for n in (5, 6, 9, 3):
+        x = torch.randn(n, 5)
+        xt = x.to("tpu")
+        torch._dynamo.mark_dynamic(xt, 0)
+        _close(g(xt, a.to("tpu"), b.to("tpu")), f(x, a, b))
+    assert torch_tpu_rs.metrics()["bucketed_graphs"] == before + 1
+
+
 @pytest.mark.parametrize("name", ["sum", "mean", "amax", "argmax", "softmax", "log_softmax", "logsumexp",
                                   "contract", "mean_all"])
 def test_reductions_over_a_padded_dimension_ignore_the_padding(name):

@@ -440,6 +440,10 @@ class _Analysis:
         out_exprs = _shape(n) if isinstance(_val(n), torch.Tensor) else None
         if not padded_in and out_exprs is not None and all(e.is_Integer for e in out_exprs):
             return [_atomic(e) for e in out_exprs]
+        if not padded_in and isinstance(_val(n), (tuple, list)) and all(
+                isinstance(v, torch.Tensor) and all(_expr(d).is_Integer for d in v.shape) for v in _val(n)):
+            # ops on lists of fixed-size tensors (an optimizer's foreach updates)
+            return [[_atomic(_expr(d)) for d in v.shape] for v in _val(n)]
         handler = _HANDLERS.get(t)
         if handler is None and isinstance(t, torch._ops.OpOverload) and torch.Tag.pointwise in t.tags:
             handler = _pointwise
