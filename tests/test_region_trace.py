@@ -123,18 +123,26 @@ def _to(b, device):
     return b.to(device) if isinstance(b, torch.Tensor) else tuple(t.to(device) for t in b)
 
 
-@pytest.mark.parametrize("case,sizes,traced", [
-    ("llama", [10, 15, 17, 20, 31, 40, 64, 11], (9, 13)),  # the sequence length changes
-    ("mlp", [5, 12, 16, 17, 30, 3], (8, 6)),  # the batch size changes
+OPTIMIZERS = {
+    "sgd": lambda p: torch.optim.SGD(p, lr=0.1),
+    "adamw": lambda p: torch.optim.AdamW(p, lr=1e-2),
+}
+
+
+@pytest.mark.parametrize("case,sizes,traced,optimizer", [
+    ("llama", [10, 15, 17, 20, 31, 40, 64, 11], (9, 13), "adamw"),  # the sequence length changes
+    ("llama", [10, 17, 33, 5], (9, 13), "sgd"),
+    ("mlp", [5, 12, 16, 17, 30, 3], (8, 6), "adamw"),  # the batch size changes
 ])
-def test_a_generalized_training_step_matches_eager_and_cpu_at_new_sizes(case, sizes, traced):
-    """SGD steps traced at two sizes become one graph whose view sizes,
-    slice ends and loss divisors follow the inputs; compiled with those
-    dims dynamic, it redoes each later step (loss and updated weights) as
-    eager did and as the CPU does, at one program per bucket."""
+def test_a_generalized_training_step_matches_eager_and_cpu_at_new_sizes(case, sizes, traced, optimizer):
+    """Steps traced at two sizes become one graph whose view sizes, slice
+    ends and loss divisors follow the inputs, and whose AdamW bias
+    corrections (floats that follow the step count) are inputs; compiled
+    with those dims dynamic, it redoes each later step (loss and updated
+    weights) as eager did and as the CPU does, at one program per bucket
+    and with no recompile for new numbers."""
     cpu, tpu, batch, loss_of = {"llama": _llama_case, "mlp": _mlp_case}[case]()
-    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1)
-    opt_tpu = torch.optim.SGD(tpu.parameters(), lr=0.1)
+    opt_cpu, opt_tpu = OPTIMIZERS[optimizer](cpu.parameters()), OPTIMIZERS[optimizer](tpu.parameters())
 
     def step(n, trace_it):
         b = batch(n)
@@ -144,10 +152,14 @@ def test_a_generalized_training_step_matches_eager_and_cpu_at_new_sizes(case, si
         _close(got, want, 1e-4)
         return trace, got
 
+    step(traced[0], False)  # AdamW's first step makes its state: other ops than the steps after
     gen = generalize(step(traced[0], False)[0], step(traced[1], False)[0])
     assert gen.dynamic, "the changing dim is found"
+    extra = [n.name for n in gen.gm.graph.nodes if n.op == "placeholder" and not n.name.startswith("input_")]
+    assert extra == (["numbers"] if optimizer == "adamw" else []), extra  # no float passed as a number
     compiled = torch.compile(gen.gm, backend="tpu")
-    bucketed, exact = torch_tpu_rs.metrics()["bucketed_graphs"], dict(torch_tpu_rs.metrics()["exact_shape_graphs"])
+    m = torch_tpu_rs.metrics()
+    bucketed, exact, recompiles = m["bucketed_graphs"], dict(m["exact_shape_graphs"]), m["graph_recompiles"]
     programs = 0  # made ready while the compiled step ran (the eager steps beside it compile too)
     buckets = set()
     for n in sizes:
@@ -169,6 +181,7 @@ def test_a_generalized_training_step_matches_eager_and_cpu_at_new_sizes(case, si
         _close(b, a, 1e-4)
     m = torch_tpu_rs.metrics()
     assert m["bucketed_graphs"] == bucketed + 1 and m["exact_shape_graphs"] == exact
+    assert m["graph_recompiles"] == recompiles, m["graph_recompile_reasons"]
     assert programs <= len(buckets), f"{programs} programs for {sorted(buckets)}"
 
 

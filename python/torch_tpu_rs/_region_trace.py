@@ -59,6 +59,7 @@ class RegionTrace(TorchDispatchMode):
         self.input_values: list = []
         self.inputs: list = []  # weak references to the placeholders' tensors
         self._input_shapes: list = []
+        self.input_devices: list = []
         self.ops: list = []  # each recorded op, in order: its signature for matching regions
         self._node_at: dict = {}  # _place -> node
         self._created: dict = {}  # _storage -> (node that created it, weakref to its tensor, storage weakref)
@@ -81,6 +82,7 @@ class RegionTrace(TorchDispatchMode):
             node = self.graph.placeholder(f"input_{len(self.inputs)}")
             self.inputs.append(weakref.ref(t))
             self._input_shapes.append(tuple(t.shape))
+            self.input_devices.append(t.device)
             if self.keep_inputs:
                 self.input_values.append(t.detach().clone())
         self._node_at[place] = node
