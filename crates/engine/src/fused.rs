@@ -152,6 +152,44 @@ pub fn in_compiled_graph() -> bool {
     EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Fused Eager's shape buckets (`_fused_buckets.py`): called with a graph's
+/// device, its live pending storages (handles), whether its exact program
+/// is cached, and whether its ops compiled before at other sizes. It may give every
+/// one of those storages its value from a bucketed program (true: it must
+/// have, as the storages are not looked at again), and the graph then does
+/// not run. Called at every flush while regions are traced,
+/// otherwise only when a graph would compile.
+pub type BucketHook = Arc<dyn Fn(i32, &[usize], bool, bool) -> bool + Send + Sync>;
+static BUCKET_HOOK: Mutex<Option<BucketHook>> = Mutex::new(None);
+/// While the bucket hook traces regions, a repeating op sequence does not
+/// cut the graph inside the op that completes it: the trace could not end
+/// there. The optimizer's step hook and value reads cut it instead.
+static REGION_TRACING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+thread_local! {
+    /// The hook's own work flushes graphs too: those run as they are (and
+    /// the hook is not entered again from inside itself, where torch may
+    /// have released the GIL that the outer call took).
+    static IN_BUCKET_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub fn set_bucket_hook(hook: Option<BucketHook>) {
+    *BUCKET_HOOK.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+}
+
+pub fn set_region_tracing(on: bool) {
+    REGION_TRACING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the bucket hook traces regions (new sizes are then bucketed).
+pub fn region_tracing() -> bool {
+    REGION_TRACING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn bucket_hook() -> Option<BucketHook> {
+    BUCKET_HOOK.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Called when a pending storage is freed.
 pub fn forget(id: u64) {
     DEAD.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::new).insert(id);
@@ -401,7 +439,8 @@ fn maybe_flush_at_boundary(engine: &Engine, device: i32) -> Result<()> {
         // Short sequences repeat by chance (printing reads element after
         // element); only a long one is taken for a step boundary.
         let explicit = EXPLICIT_BOUNDARIES.load(std::sync::atomic::Ordering::Relaxed);
-        (g.ops.len(), !explicit && prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && prev == g.ops)
+        let tracing = region_tracing();
+        (g.ops.len(), !explicit && !tracing && prev.len() >= MIN_REPEAT_OPS && prev.len() == g.ops.len() && prev == g.ops)
     };
     if repeats {
         flush_device(engine, device, "repeating op sequence (end of a step)")?;
@@ -549,7 +588,28 @@ fn run_graph(engine: &Engine, g: Graph, reason: &str) -> Result<Option<Flushed>>
     // Two independent hashes of the text (and its length) identify the graph.
     let (hash, second) = fingerprint(&text);
     let key = [text.len() as i64, second as i64];
-    let compiled = match engine.cache.get(hash, "fused graph", &key) {
+    let cached = engine.cache.get(hash, "fused graph", &key);
+    if let Some(hook) = bucket_hook().filter(|_| !in_compiled_graph() && !IN_BUCKET_HOOK.with(|h| h.get())) {
+        if region_tracing() || cached.is_none() {
+            let new_sizes = cached.is_none() && crate::graph_history::seen_at_other_sizes(&g.key);
+            // A storage it reads was overwritten from the host mid-graph: the
+            // trace saw only the new value, so no storages (nothing to take over).
+            let handles: Vec<usize> = match g.replay_blocker {
+                Some(_) => Vec::new(),
+                None => live.iter().map(|p| p.storage as usize).collect(),
+            };
+            // True: the hook gave each of them its value (and they may be
+            // gone by now: Python code ran), so the graph is dropped unrun.
+            IN_BUCKET_HOOK.with(|h| h.set(true));
+            let handled = hook(g.device, &handles, cached.is_some(), new_sizes);
+            IN_BUCKET_HOOK.with(|h| h.set(false));
+            if handled {
+                Metrics::inc(&engine.metrics.bucketed_regions);
+                return Ok(None);
+            }
+        }
+    }
+    let compiled = match cached {
         Some(c) => {
             Metrics::inc(&engine.metrics.cache_hits_memory);
             c

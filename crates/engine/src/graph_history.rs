@@ -82,12 +82,22 @@ pub fn note_compile(key: &GraphKey, fused_eager: bool) -> Novelty {
         (true, true, true) => Novelty::NewOffsets,
         (true, true, false) => Novelty::NewLiveness,
     };
-    let hint = fused_eager && novelty == Novelty::NewSizes && by_shapes.len() == SIZES_BEFORE_HINT;
+    // (Not while Fused Eager's shape buckets trace: those sizes get buckets.)
+    let hint = fused_eager
+        && novelty == Novelty::NewSizes
+        && by_shapes.len() == SIZES_BEFORE_HINT
+        && !crate::fused::region_tracing();
     drop(guard); // a warning may run Python code
     if hint {
         crate::python_warning::warn(&changing_sizes_hint(SIZES_BEFORE_HINT));
     }
     novelty
+}
+
+/// Whether `key`'s op sequence compiled before, at other sizes (nothing is recorded).
+pub fn seen_at_other_sizes(key: &GraphKey) -> bool {
+    let guard = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    guard.as_ref().and_then(|by_ops| by_ops.get(&key.ops)).is_some_and(|by_shapes| !by_shapes.contains_key(&key.shapes))
 }
 
 /// Fused Eager records concrete sizes, so each new size of a step compiles

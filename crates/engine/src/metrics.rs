@@ -20,6 +20,8 @@ pub struct Metrics {
     pub graph_flushes: AtomicU64,
     /// Compiled graphs run again from their recorded program (replay.rs).
     pub graph_replays: AtomicU64,
+    /// Fused Eager graphs at new sizes run by a bucketed program instead (`_fused_buckets.py`).
+    pub bucketed_regions: AtomicU64,
     pub flush_reasons: Mutex<BTreeMap<String, u64>>,
     pub fallbacks: Mutex<BTreeMap<String, u64>>,
     pub recompile_reasons: Mutex<BTreeMap<String, u64>>,

@@ -107,6 +107,12 @@ impl Storage {
         st.dtype = dtype;
     }
 
+    /// Holds what `other` holds now: its buffer (or none: zeros) and dtype.
+    pub fn share_value_of(&self, other: &Storage) {
+        let value = other.state();
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = value;
+    }
+
     /// Turns the handle given to C++ back into a reference.
     ///
     /// # Safety

@@ -169,6 +169,50 @@ fn set_explicit_graph_boundaries(on: bool) -> bool {
     engine::fused::set_explicit_boundaries(on)
 }
 
+/// Installs (or with None removes) Fused Eager's bucket hook: a callable
+/// `(device, storage handles, cached, new_sizes) -> bool` (see
+/// engine/src/fused.rs, `BucketHook`). An exception in it counts as false.
+#[pyfunction]
+fn set_bucket_hook(hook: Option<PyObject>) {
+    engine::fused::set_bucket_hook(hook.map(|h| -> engine::fused::BucketHook {
+        std::sync::Arc::new(move |device: i32, handles: &[usize], cached: bool, new_sizes: bool| {
+            Python::with_gil(|py| match h.call1(py, (device, handles.to_vec(), cached, new_sizes)) {
+                Ok(r) => r.extract::<bool>(py).unwrap_or(false),
+                Err(err) => {
+                    err.print(py);
+                    false
+                }
+            })
+        })
+    }));
+}
+
+/// While on, the bucket hook sees every flush and a repeating op sequence
+/// does not cut the graph inside an op.
+#[pyfunction]
+fn set_region_tracing(on: bool) {
+    engine::fused::set_region_tracing(on)
+}
+
+/// Gives the storage `dst` the current buffer (not a pending value) of the
+/// storage `src`, both data pointers of tpu tensors the caller holds, of
+/// the same byte size; `dst` is then no longer pending.
+#[pyfunction]
+fn share_buffer(dst: usize, src: usize) -> PyResult<()> {
+    // SAFETY: the caller passes data pointers of tpu tensors it holds.
+    let s = unsafe { storages(&[dst, src])? };
+    let (d, s) = (s[0], s[1]);
+    if d.nbytes != s.nbytes {
+        return Err(PyRuntimeError::new_err(format!(
+            "internal error: share_buffer between storages of {} and {} bytes",
+            d.nbytes, s.nbytes
+        )));
+    }
+    d.share_value_of(s);
+    d.pending.store(false, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
 /// Storages behind tpu tensors' `untyped_storage().data_ptr()` values.
 ///
 /// # Safety
@@ -322,7 +366,7 @@ fn map_to_dict<'py>(py: Python<'py>, m: BTreeMap<String, u64>) -> PyResult<Bound
 fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     let Some(e) = engine::runtime::started() else {
-        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "donated_buffers", "host_syncs", "graph_flushes", "graph_replays"] {
+        for k in ["compiles", "cache_hits_memory", "cache_hits_disk", "cache_disk_corrupt", "executions", "donated_buffers", "host_syncs", "graph_flushes", "graph_replays", "bucketed_regions"] {
             d.set_item(k, 0)?;
         }
         d.set_item("compile_seconds", 0.0)?;
@@ -347,6 +391,7 @@ fn metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("host_syncs", Metrics::get(&m.host_syncs))?;
     d.set_item("graph_flushes", Metrics::get(&m.graph_flushes))?;
     d.set_item("graph_replays", Metrics::get(&m.graph_replays))?;
+    d.set_item("bucketed_regions", Metrics::get(&m.bucketed_regions))?;
     d.set_item("replay_plans", engine::replay::live_plans())?;
     d.set_item("flush_reasons", map_to_dict(py, Metrics::snapshot_map(&m.flush_reasons))?)?;
     d.set_item("fallbacks", map_to_dict(py, Metrics::snapshot_map(&m.fallbacks))?)?;
@@ -425,6 +470,9 @@ fn _C(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_cancel, m)?)?;
     m.add_function(wrap_pyfunction!(drop_plan, m)?)?;
     m.add_function(wrap_pyfunction!(set_explicit_graph_boundaries, m)?)?;
+    m.add_function(wrap_pyfunction!(set_bucket_hook, m)?)?;
+    m.add_function(wrap_pyfunction!(set_region_tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(share_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(buffer_memory, m)?)?;
     m.add_function(wrap_pyfunction!(set_cpu_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_fallback_enabled, m)?)?;
