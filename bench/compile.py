@@ -59,8 +59,9 @@ class Training:
         return self.steps / (time.perf_counter() - t0)
 
 
-def changing_lengths(cfg, n_lengths: int) -> dict:
-    """Trains one compiled step per sequence length, lengths in 2..max_seq_len+1."""
+def changing_lengths(cfg, n_lengths: int, mode: str = "compiled") -> dict:
+    """Trains one step per sequence length, lengths in 2..max_seq_len+1:
+    compiled (`mode="compiled"`) or in an eager mode ("fused", "strict")."""
     torch._dynamo.reset()
     lengths = (torch.randperm(cfg.max_seq_len, generator=torch.Generator().manual_seed(0))[:n_lengths] + 2).tolist()
     batches = [torch.randint(0, cfg.vocab_size, (8, n)) for n in lengths]
@@ -78,22 +79,28 @@ def changing_lengths(cfg, n_lengths: int) -> dict:
             return loss
 
         if device == "tpu":
-            step = torch.compile(step, backend="tpu", dynamic=True)
+            if mode == "compiled":
+                step = torch.compile(step, backend="tpu", dynamic=True)
+            else:
+                torch_tpu_rs.set_eager_mode(mode)
             m = torch_tpu_rs.metrics()
             programs = m["compiles"] + m["cache_hits_disk"]
         t0 = time.perf_counter()
         for b in batches:
             step(b.to(device)).item()
         seconds[device] = time.perf_counter() - t0
+        torch_tpu_rs.set_eager_mode("strict")
         if device == "tpu":
             m = torch_tpu_rs.metrics()
             programs = m["compiles"] + m["cache_hits_disk"] - programs
+    m = torch_tpu_rs.metrics()
     return {
         "lengths": len(lengths),
         "programs": programs,
-        "compiled_s": round(seconds["tpu"], 2),
+        f"{mode}_s": round(seconds["tpu"], 2),
         "cpu_eager_s": round(seconds["cpu"], 2),
-        "exact_shape_graphs": torch_tpu_rs.metrics()["exact_shape_graphs"],
+        **({"exact_shape_graphs": m["exact_shape_graphs"]} if mode == "compiled" else
+           {"bucketed_regions": m["bucketed_regions"], "fused_bucket_refusals": m["fused_bucket_refusals"]}),
     }
 
 

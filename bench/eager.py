@@ -6,7 +6,9 @@ steps/s on tpu in Strict and Fused Eager and on PyTorch CPU eager, measured
 in this same run, round-robin (bench/rounds.py): medians over rounds, and
 ratios as medians of per-round ratios. startup_to_first_step_s: from `import
 torch` to the end of the first training step in a fresh process, with an
-empty and then a warm compilation cache; `from_import_torch_tpu_rs` starts
+empty and then a warm compilation cache; fused_llama_changing_lengths: a
+Fused Eager Llama training step over 40 sequence lengths (see
+bench/compile.py's llama_changing_lengths), programs against lengths; `from_import_torch_tpu_rs` starts
 the clock after `import torch` and torch._dynamo, which torch.optim imports
 on any device (what is left is the part this project controls).
 """
@@ -153,6 +155,11 @@ def main() -> None:
         entry["ratio_fused_over_strict"] = round(paired_ratio(s["tpu_fused"], s["tpu_strict"]), 3)
         entry["compiles_while_timed"] = torch_tpu_rs.metrics()["compiles"] - compiles
         result[f"{name}_steps_per_s"] = entry
+    # Fused Eager over 40 sequence lengths, one training step each: programs
+    # per bucket of lengths, not per length (`_fused_buckets.py`).
+    from compile import changing_lengths
+
+    result["fused_llama_changing_lengths"] = changing_lengths(cfg, 40, mode="fused")
     torch_tpu_rs.set_eager_mode(args.mode)
     import tempfile
 

@@ -3,6 +3,7 @@ on the CPU."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
@@ -76,6 +77,9 @@ def _strict_mode_and_no_fallback():
     torch_tpu_rs._C.set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK") == "1")
     yield
     torch_tpu_rs.set_eager_mode("strict")
+    buckets = sys.modules.get("torch_tpu_rs._fused_buckets")
+    if buckets is not None:  # Fused Eager's shape buckets trace from one test into the next otherwise
+        buckets.reset()
 
 
 @pytest.fixture(params=["strict", "fused"])

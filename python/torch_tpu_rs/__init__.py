@@ -33,6 +33,16 @@ from ._modes import get_eager_mode, install_step_boundary_hook, set_eager_mode  
 
 install_step_boundary_hook()
 
+
+def _bucket_hook(*args) -> bool:
+    from . import _fused_buckets  # on the first graph that would compile: not at import
+
+    return _fused_buckets.on_flush(*args)
+
+
+if os.environ.get("TORCH_TPU_FUSED_BUCKETS", "1") != "0":
+    _C.set_bucket_hook(_bucket_hook)  # Fused Eager's shape buckets (_fused_buckets.py)
+
 if not hasattr(torch, "tpu"):
     torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(

@@ -19,13 +19,17 @@ def metrics() -> dict:
     exact_shape_calls (reason -> count: calls of a bucketed graph whose inputs
     could not be padded, run at exact sizes),
     unreplayable_graphs (reason -> count: compiled graphs recorded on every
-    call instead of replayed).
+    call instead of replayed); for Fused Eager's shape buckets:
+    bucketed_regions (graphs at new sizes run by a bucketed program) and
+    fused_bucket_refusals (reason -> count: regions that could not be).
     """
     m = dict(_C.metrics())
     import sys
 
     backend = sys.modules.get("torch_tpu_rs.compile_backend")
     m.update(backend.counts() if backend is not None else _NOTHING_COMPILED)
+    buckets = sys.modules.get("torch_tpu_rs._fused_buckets")
+    m["fused_bucket_refusals"] = buckets.refusals() if buckets is not None else {}
     return m
 
 

@@ -4,6 +4,8 @@ recorded and run as one program when a value is needed; also
 TORCH_TPU_DEFER_AND_FUSE=1)."""
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from . import _C
@@ -27,6 +29,9 @@ def _after_optimizer_step(optimizer, args, kwargs) -> None:
     if torch.compiler.is_compiling():
         return
     _C.step_boundary()
+    buckets = sys.modules.get("torch_tpu_rs._fused_buckets")  # loaded once a graph compiled
+    if buckets is not None:
+        buckets.after_step()
 
 
 def install_step_boundary_hook() -> None:

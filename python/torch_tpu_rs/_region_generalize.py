@@ -6,7 +6,9 @@ with: `x.view(2, 37, 64)` records 37, a loss's mean divides by 74. Traced
 again at another length, the same ops carry other numbers. Where the two
 traces differ, the number is a size of the inputs: this module finds
 which, as `k * size + c` or a product of two sizes, and writes it into the
-graph as that expression of the inputs' sizes. The inputs' dims that
+graph as that expression of the inputs' sizes. An int that follows no
+input size (`torch.randn(n, 8, device="tpu")` inside the region) becomes
+an input, as a changing float does. The inputs' dims that
 differ are the dynamic ones; `torch.compile` then traces the graph with
 those dims marked dynamic, and its bucketing (`_bucketing.py`) runs it at
 one program per bucket of sizes.
@@ -199,10 +201,8 @@ def generalize(first, second) -> Generalized:
                 return out.call_function(aten.scalar_tensor.default, (a,),
                                          {"dtype": torch.float64, "device": numbers_device})
             return a
-        if isinstance(a, int):
-            fit = _fit(sizes, a, b)
-            if fit is None:
-                raise NotGeneralizable(f"{where}: the number {a} (later {b}) follows no input size")
+        fit = _fit(sizes, a, b) if isinstance(a, int) else None
+        if fit is not None:
             if fit[0] == "product":
                 _, s, t = fit
                 expected.append(lambda shapes: shapes[s.input_at][s.dim] * shapes[t.input_at][t.dim])
@@ -219,7 +219,9 @@ def generalize(first, second) -> Generalized:
                 numbers.append(out.placeholder("numbers"))
             n_numbers[0] += 1
             return out.call_function(aten.select.int, (numbers[0], 0, n_numbers[0] - 1))
-        if isinstance(a, float):
+        if isinstance(a, (int, float)):
+            # Passed in by each run: a float, or an int that follows no
+            # input size (a tensor made in the region with a size from Python)
             expected.append("input")
             node = out.placeholder(f"number_{len(float_nodes)}")
             float_nodes.append(node)
