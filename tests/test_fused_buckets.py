@@ -66,9 +66,11 @@ def _llama():
     return cpu, tpu, (lambda n: (torch.randint(0, cfg.vocab_size, (2, n)),)), (lambda m, b: m.loss(b[0]))
 
 
-def _mlp():
+def _mlp(depth: int = 2):
+    """An MLP; tests that count sizes take a depth of their own (its own op
+    sequence), since the engine remembers the sizes each sequence ran at."""
     torch.manual_seed(0)
-    cpu, tpu = MLP(16, 32, 4), MLP(16, 32, 4).to("tpu")
+    cpu, tpu = MLP(16, 32, 4, depth=depth), MLP(16, 32, 4, depth=depth).to("tpu")
     tpu.load_state_dict(cpu.state_dict())
     batch = lambda n: (torch.randn(n, 16), torch.randint(0, 4, (n,)))  # noqa: E731
     return cpu, tpu, batch, (lambda m, b: F.cross_entropy(m(b[0]), b[1]))
@@ -76,14 +78,14 @@ def _mlp():
 
 @pytest.mark.parametrize("case,warmup,sizes,optimizer", [
     # the sequence length changes (AdamW: its bias corrections change every step too)
-    ("llama", [9, 9, 13, 10, 15], [17, 20, 31, 40, 64, 11, 12, 33, 50, 24, 3], "adamw"),
-    ("mlp", [8, 8, 6, 5, 12], [3, 16, 17, 30, 7, 9, 31, 4], "sgd"),  # the batch size changes
+    ("llama", [9, 9, 13, 10, 11, 14, 15], [17, 20, 31, 40, 64, 12, 33, 50, 24, 3], "adamw"),
+    ("mlp", [8, 8, 6, 5, 7, 10, 12], [3, 16, 17, 30, 9, 31, 4], "sgd"),  # the batch size changes
 ])
 def test_training_over_changing_sizes_compiles_once_per_bucket(case, warmup, sizes, optimizer):
-    """After a few steps (the first, whose optimizer makes its state; two
-    sizes to trace; one to start tracing from), each new size runs the
-    bucketed program of its power-of-two bucket: a new bucket compiles once,
-    a known one not at all."""
+    """After a few steps (the first, whose optimizer makes its state; four
+    sizes of the same step, after which tracing starts; two traced sizes),
+    each new size runs the bucketed program of its power-of-two bucket: a
+    new bucket compiles once, a known one not at all."""
     cpu, tpu, batch, loss_of = {"llama": _llama, "mlp": _mlp}[case]()
     make_opt = {"adamw": lambda p: torch.optim.AdamW(p, lr=1e-2),
                 "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer]
@@ -111,15 +113,16 @@ def test_a_region_that_no_longer_fits_runs_at_its_exact_sizes():
 
     def loss_of(m, b):
         calls.append(None)
-        k = 3 if len(calls) <= 12 else 2  # 6 steps (a CPU and a tpu call each), then 2
+        k = 3 if len(calls) <= 16 else 2  # 8 steps (a CPU and a tpu call each), then 2
         return F.cross_entropy(m(b[0]), b[1])[None].expand(4)[:k].sum()
 
     runs = torch_tpu_rs.metrics()["bucketed_regions"]
     batch = lambda n: (torch.randn(n, 16), torch.randint(0, 4, (n,)))  # noqa: E731
-    made = _train_beside_cpu(cpu, tpu, lambda p: torch.optim.SGD(p, lr=0.1), batch, loss_of, [8, 8, 6, 5, 12, 9, 7])
+    made = _train_beside_cpu(cpu, tpu, lambda p: torch.optim.SGD(p, lr=0.1), batch, loss_of,
+                             [8, 8, 6, 5, 7, 10, 12, 9, 11])
     refusals = torch_tpu_rs.metrics()["fused_bucket_refusals"]
     assert any("2 where the graph has 3" in reason for reason in refusals), refusals
-    assert torch_tpu_rs.metrics()["bucketed_regions"] == runs + 2  # 12 and 9, not 7
+    assert torch_tpu_rs.metrics()["bucketed_regions"] == runs + 2  # 12 and 9, not 11
     assert made[-1] >= 1  # its own program
 
 
@@ -136,3 +139,31 @@ def test_without_the_hook_every_size_compiles():
         assert all(p >= 1 for p in made[2:]), made  # the first two: a new graph, then its repeat
     finally:
         torch_tpu_rs._C.set_bucket_hook(torch_tpu_rs._bucket_hook)
+
+
+def _tracing() -> bool:
+    import torch_tpu_rs._fused_buckets as buckets
+
+    return buckets._buckets.trace is not None
+
+
+def test_a_last_partial_batch_does_not_start_tracing():
+    """Tracing costs every op some microseconds, so one odd size (an
+    epoch's last, partial batch) does not start it: only a fourth size of
+    the same step does."""
+    cpu, tpu, batch, loss_of = _mlp(depth=4)
+    _train_beside_cpu(cpu, tpu, lambda p: torch.optim.SGD(p, lr=0.1), batch, loss_of, [8, 8, 8, 5, 8, 8, 5, 8])
+    assert not _tracing()
+
+
+def test_tracing_stops_once_sizes_settle():
+    """A few sizes over and over: once their exact programs are compiled,
+    a long run of regions needs no bucket, and tracing stops."""
+    import torch_tpu_rs._fused_buckets as buckets
+
+    cpu, tpu, batch, loss_of = _mlp(depth=3)
+    opt = lambda p: torch.optim.SGD(p, lr=0.1)  # noqa: E731
+    _train_beside_cpu(cpu, tpu, opt, batch, loss_of, [8, 8, 6, 5, 7])
+    assert _tracing()
+    _train_beside_cpu(cpu, tpu, opt, batch, loss_of, [8, 6, 5, 7] * (buckets.SETTLED_REGIONS // 4 + 2))
+    assert not _tracing()

@@ -33,6 +33,8 @@ from ._region_generalize import NotGeneralizable, generalize
 from ._region_trace import Region, RegionTrace
 
 _refusals: dict = {}
+# Regions in a row whose exact programs were all compiled before tracing stops.
+SETTLED_REGIONS = 50
 
 
 def _refuse(reason: str) -> bool:
@@ -76,6 +78,7 @@ class _Buckets:
     def __init__(self):
         self.trace: RegionTrace | None = None
         self.want_trace = False
+        self.settled = 0
         self.busy = False
         # op sequence -> the last Region seen at other sizes, or (Generalized,
         # compiled), or the reason it cannot be generalized
@@ -90,6 +93,7 @@ class _Buckets:
             self.start()
 
     def start(self):
+        self.settled = 0
         self.trace = RegionTrace(hold_inputs=True)
         self.trace.__enter__()
         _C.set_region_tracing(True)
@@ -112,6 +116,13 @@ class _Buckets:
             self.want_trace = self.want_trace or new_sizes
             return False
         region = self.trace.cut()
+        # Tracing costs every op some microseconds: once a long run of
+        # regions has found its exact programs compiled, sizes have settled
+        # (a few sizes, over and over), and tracing stops until a new one.
+        self.settled = self.settled + 1 if cached else 0
+        if self.settled >= SETTLED_REGIONS:
+            self.stop()
+            self.want_trace = False
         self.busy = True
         try:
             with _disable_current_modes():

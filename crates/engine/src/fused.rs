@@ -154,11 +154,14 @@ pub fn in_compiled_graph() -> bool {
 
 /// Fused Eager's shape buckets (`_fused_buckets.py`): called with a graph's
 /// device, its live pending storages (handles), whether its exact program
-/// is cached, and whether its ops compiled before at other sizes. It may give every
+/// is cached, and whether its ops compile for yet another size (their
+/// `SIZES_BEFORE_BUCKETS`th or later). It may give every
 /// one of those storages its value from a bucketed program (true: it must
 /// have, as the storages are not looked at again), and the graph then does
 /// not run. Called at every flush while regions are traced,
 /// otherwise only when a graph would compile.
+/// The hook's `new_sizes`: the graph's ops compile here for their fourth size.
+const SIZES_BEFORE_BUCKETS: usize = 4;
 pub type BucketHook = Arc<dyn Fn(i32, &[usize], bool, bool) -> bool + Send + Sync>;
 static BUCKET_HOOK: Mutex<Option<BucketHook>> = Mutex::new(None);
 /// While the bucket hook traces regions, a repeating op sequence does not
@@ -591,7 +594,8 @@ fn run_graph(engine: &Engine, g: Graph, reason: &str) -> Result<Option<Flushed>>
     let cached = engine.cache.get(hash, "fused graph", &key);
     if let Some(hook) = bucket_hook().filter(|_| !in_compiled_graph() && !IN_BUCKET_HOOK.with(|h| h.get())) {
         if region_tracing() || cached.is_none() {
-            let new_sizes = cached.is_none() && crate::graph_history::seen_at_other_sizes(&g.key);
+            // Sizes that keep changing, not the one odd size of a last partial batch.
+            let new_sizes = cached.is_none() && crate::graph_history::other_sizes_seen(&g.key) >= SIZES_BEFORE_BUCKETS - 1;
             // A storage it reads was overwritten from the host mid-graph: the
             // trace saw only the new value, so no storages (nothing to take over).
             let handles: Vec<usize> = match g.replay_blocker {

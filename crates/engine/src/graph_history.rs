@@ -94,10 +94,14 @@ pub fn note_compile(key: &GraphKey, fused_eager: bool) -> Novelty {
     novelty
 }
 
-/// Whether `key`'s op sequence compiled before, at other sizes (nothing is recorded).
-pub fn seen_at_other_sizes(key: &GraphKey) -> bool {
+/// How many other sizes `key`'s op sequence compiled for before, if these
+/// sizes are new to it (nothing is recorded).
+pub fn other_sizes_seen(key: &GraphKey) -> usize {
     let guard = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    guard.as_ref().and_then(|by_ops| by_ops.get(&key.ops)).is_some_and(|by_shapes| !by_shapes.contains_key(&key.shapes))
+    match guard.as_ref().and_then(|by_ops| by_ops.get(&key.ops)) {
+        Some(by_shapes) if !by_shapes.contains_key(&key.shapes) => by_shapes.len(),
+        _ => 0,
+    }
 }
 
 /// Fused Eager records concrete sizes, so each new size of a step compiles
@@ -110,7 +114,9 @@ fn changing_sizes_hint(sizes: usize) -> String {
     format!(
         "Fused Eager has built the same graph of ops for {sizes} different sizes: each new batch or sequence size \
          needs a new program, compiled or loaded from the disk cache (counted in \
-         torch_tpu_rs.metrics()['recompile_reasons']). For sizes that change \
+         torch_tpu_rs.metrics()['recompile_reasons']). In a training loop, Fused Eager buckets them by powers \
+         of two from the end of the next optimizer step on (see torch_tpu_rs.metrics()['bucketed_regions']; \
+         TORCH_TPU_FUSED_BUCKETS=0 turns that off). Elsewhere, for sizes that change \
          from step to step, compile the model with torch.compile(model, backend=\"tpu\", dynamic=True): its \
          programs are bucketed by powers of two, so sizes 1 to 512 need at most 10 programs."
     )
