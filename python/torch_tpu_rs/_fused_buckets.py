@@ -35,6 +35,8 @@ from ._region_trace import Region, RegionTrace
 _refusals: dict = {}
 # Regions in a row whose exact programs were all compiled before tracing stops.
 SETTLED_REGIONS = 50
+# Op sequences remembered (each a traced graph, or its bucketed program).
+MAX_REGIONS = 64
 
 
 def _refuse(reason: str) -> bool:
@@ -144,7 +146,10 @@ class _Buckets:
         entry = self.regions.get(key)
         if entry is None or isinstance(entry, Region):
             if entry is None or entry.input_shapes() == region.input_shapes():
-                self.regions[key] = region
+                self.regions.pop(key, None)
+                self.regions[key] = region  # (the newest last: the oldest go first)
+                while len(self.regions) > MAX_REGIONS:
+                    self.regions.pop(next(iter(self.regions)))
                 return False
             try:
                 gen = generalize(entry, region)

@@ -18,7 +18,10 @@ still alive at its end (what a caller may still read).
 
 Tensors are matched by where their values live (storage, dtype, sizes,
 strides, offset), not by Python identity: autograd hands the backward
-fresh tensor objects for the outputs it saved.
+fresh tensor objects for the outputs it saved. Ops on CPU tensors alone
+(AdamW's step counts, a data loader's collation) ran already and are not
+the device's work: they are not recorded, and a CPU tensor becomes an
+input where a device op reads it.
 """
 from __future__ import annotations
 
