@@ -32,8 +32,8 @@ aten = torch.ops.aten
 
 
 class NotGeneralizable(Exception):
-    """The traces are not one region at two sizes, or a number in them
-    follows no size."""
+    """The traces are not one region at two sizes, or a later trace does
+    not fit the graph made from them."""
 
 
 class _Size:
@@ -63,9 +63,9 @@ def _fit(sizes: list, first: int, second: int):
 class Generalized:
     """The region's graph over symbolic sizes.
 
-    `gm` takes the traced inputs, then the floats that differ between
-    traces and are passed as numbers, then (if any) the tensor of those
-    read from a tensor. `dynamic` maps an input's position to its dims that
+    `gm` takes the traced inputs, then the numbers that differ between
+    traces and are passed as numbers (floats, and ints that follow no
+    size), then (if any) the tensor of the floats read from a tensor. `dynamic` maps an input's position to its dims that
     change size. `numbers_for(trace)` checks that another trace of the
     region fits this graph and returns its numbers for `gm`."""
 
@@ -80,17 +80,17 @@ class Generalized:
         found = list(_numbers(trace.graph_module().graph))
         if len(found) != len(self._expected):
             raise NotGeneralizable("the trace's ops take other arguments")
-        floats, in_tensor = [], []
+        passed, in_tensor = [], []
         for (where, value), expect in zip(found, self._expected):
             if expect in ("input", "tensor"):
-                (floats if expect == "input" else in_tensor).append(value)
+                (passed if expect == "input" else in_tensor).append(value)
                 continue
             want = expect(shapes)
-            if want != value:
-                raise NotGeneralizable(f"{where}: {value} where the graph has {want}")
+            if type(want) is not type(value) or want != value:  # 2 and 2.0 promote differently
+                raise NotGeneralizable(f"{where}: {value!r} where the graph has {want!r}")
         if self._numbers_device is not None:
-            floats.append(torch.tensor(in_tensor, dtype=torch.float64, device=self._numbers_device))
-        return floats
+            passed.append(torch.tensor(in_tensor, dtype=torch.float64, device=self._numbers_device))
+        return passed
 
 
 def _numbers(graph: fx.Graph):
