@@ -6,11 +6,12 @@ steps/s on tpu in Strict and Fused Eager and on PyTorch CPU eager, measured
 in this same run, round-robin (bench/rounds.py): medians over rounds, and
 ratios as medians of per-round ratios. startup_to_first_step_s: from `import
 torch` to the end of the first training step in a fresh process, with an
-empty and then a warm compilation cache; fused_llama_changing_lengths: a
-Fused Eager Llama training step over 40 sequence lengths (see
-bench/compile.py's llama_changing_lengths), programs against lengths; `from_import_torch_tpu_rs` starts
+empty and then a warm compilation cache; `from_import_torch_tpu_rs` starts
 the clock after `import torch` and torch._dynamo, which torch.optim imports
 on any device (what is left is the part this project controls).
+fused_llama_changing_lengths: a Fused Eager Llama training step over 40
+sequence lengths (as bench/compile.py's llama_changing_lengths), the
+programs it needed against the number of lengths.
 """
 from __future__ import annotations
 

@@ -167,3 +167,13 @@ def test_tracing_stops_once_sizes_settle():
     assert _tracing()
     _train_beside_cpu(cpu, tpu, opt, batch, loss_of, [8, 6, 5, 7] * (buckets.SETTLED_REGIONS // 4 + 2))
     assert not _tracing()
+
+
+def test_leaving_fused_eager_stops_tracing():
+    """Tracing is Fused Eager's: its dispatch mode must not stay on in
+    Strict Eager or under torch.compile."""
+    cpu, tpu, batch, loss_of = _mlp(depth=5)
+    _train_beside_cpu(cpu, tpu, lambda p: torch.optim.SGD(p, lr=0.1), batch, loss_of, [8, 8, 6, 5, 7])
+    assert _tracing() and torch._C._len_torch_dispatch_stack() == 1
+    torch_tpu_rs.set_eager_mode("strict")
+    assert not _tracing() and torch._C._len_torch_dispatch_stack() == 0

@@ -69,8 +69,10 @@ def _laid_out(out, result: torch.Tensor) -> torch.Tensor:
     if (result.stride() == out.stride and result.storage_offset() == out.offset
             and result.untyped_storage().nbytes() == nbytes):
         return result
+    if out.offset != 0:
+        raise NotGeneralizable("a result's storage is not laid out as its tensor's")
     laid_out = torch.empty_strided(out.shape, out.stride, dtype=out.dtype, device=out.device)
-    if laid_out.untyped_storage().nbytes() != nbytes or out.offset != 0:
+    if laid_out.untyped_storage().nbytes() != nbytes:
         raise NotGeneralizable("a result's storage is not laid out as its tensor's")
     laid_out.copy_(result)
     return laid_out
@@ -91,7 +93,7 @@ class _Buckets:
         any op): starts tracing regions if a graph compiled for new sizes
         and no other dispatch mode is active."""
         if (self.want_trace and self.trace is None and threading.current_thread() is threading.main_thread()
-                and torch._C._len_torch_dispatch_stack() == 0):
+                and _C.get_eager_mode() == "fused" and torch._C._len_torch_dispatch_stack() == 0):
             self.start()
 
     def start(self):
@@ -134,7 +136,7 @@ class _Buckets:
         except Exception as e:  # never let a bucketing bug lose the region: it runs as traced
             warnings.warn(f"Fused Eager shape buckets are off for the rest of the process: {type(e).__name__}: {e}")
             self.stop()
-            return _refuse(f"{type(e).__name__}")
+            return _refuse(type(e).__name__)
         finally:
             self.busy = False
             region.release()
@@ -194,13 +196,18 @@ on_flush = _buckets.on_flush
 after_step = _buckets.after_step
 
 
+def stop():
+    """Stops tracing (leaving Fused Eager); a new size starts it again."""
+    _buckets.stop()
+    _buckets.want_trace = False
+
+
 def refusals() -> dict:
     return dict(_refusals)
 
 
 def reset():
     """Stops tracing and forgets every region (tests start afresh)."""
-    _buckets.stop()
-    _buckets.want_trace = False
+    stop()
     _buckets.regions.clear()
     _refusals.clear()

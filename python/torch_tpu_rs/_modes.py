@@ -15,6 +15,9 @@ def set_eager_mode(mode: str) -> None:
     """Switches the eager mode: "strict", "debug" or "fused". Work recorded in
     Fused Eager runs first, so switching in the middle of a program is safe."""
     _C.set_eager_mode(mode)
+    buckets = sys.modules.get("torch_tpu_rs._fused_buckets")
+    if buckets is not None and mode != "fused":
+        buckets.stop()  # its dispatch mode would slow every op, and Dynamo, for nothing
 
 
 def get_eager_mode() -> str:

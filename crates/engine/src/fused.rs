@@ -154,14 +154,12 @@ pub fn in_compiled_graph() -> bool {
 
 /// Fused Eager's shape buckets (`_fused_buckets.py`): called with a graph's
 /// device, its live pending storages (handles), whether its exact program
-/// is cached, and whether its ops compile for yet another size (their
-/// `SIZES_BEFORE_BUCKETS`th or later). It may give every
-/// one of those storages its value from a bucketed program (true: it must
-/// have, as the storages are not looked at again), and the graph then does
-/// not run. Called at every flush while regions are traced,
-/// otherwise only when a graph would compile.
-/// The hook's `new_sizes`: the graph's ops compile here for their fourth size.
-const SIZES_BEFORE_BUCKETS: usize = 4;
+/// is cached, and whether its ops compile for yet another size (as many as
+/// the changing-sizes hint waits for, or more). It may give every one of
+/// those storages its value from a bucketed program (true: it must have,
+/// as the storages are not looked at again), and the graph then does not
+/// run. Called at every flush while regions are traced, otherwise only
+/// when a graph would compile.
 pub type BucketHook = Arc<dyn Fn(i32, &[usize], bool, bool) -> bool + Send + Sync>;
 static BUCKET_HOOK: Mutex<Option<BucketHook>> = Mutex::new(None);
 /// While the bucket hook traces regions, a repeating op sequence does not
@@ -592,25 +590,27 @@ fn run_graph(engine: &Engine, g: Graph, reason: &str) -> Result<Option<Flushed>>
     let (hash, second) = fingerprint(&text);
     let key = [text.len() as i64, second as i64];
     let cached = engine.cache.get(hash, "fused graph", &key);
-    if let Some(hook) = bucket_hook().filter(|_| !in_compiled_graph() && !IN_BUCKET_HOOK.with(|h| h.get())) {
-        if region_tracing() || cached.is_none() {
-            // Sizes that keep changing, not the one odd size of a last partial batch.
-            let new_sizes = cached.is_none() && crate::graph_history::other_sizes_seen(&g.key) >= SIZES_BEFORE_BUCKETS - 1;
-            // A storage it reads was overwritten from the host mid-graph: the
-            // trace saw only the new value, so no storages (nothing to take over).
-            let handles: Vec<usize> = match g.replay_blocker {
-                Some(_) => Vec::new(),
-                None => live.iter().map(|p| p.storage as usize).collect(),
-            };
-            // True: the hook gave each of them its value (and they may be
-            // gone by now: Python code ran), so the graph is dropped unrun.
-            IN_BUCKET_HOOK.with(|h| h.set(true));
-            let handled = hook(g.device, &handles, cached.is_some(), new_sizes);
-            IN_BUCKET_HOOK.with(|h| h.set(false));
-            if handled {
-                Metrics::inc(&engine.metrics.bucketed_regions);
-                return Ok(None);
-            }
+    // (The cheap tests first: a cached graph outside tracing, every step of
+    // a steady loop, takes no lock here.)
+    let ask = (region_tracing() || cached.is_none()) && !in_compiled_graph() && !IN_BUCKET_HOOK.with(|h| h.get());
+    if let Some(hook) = if ask { bucket_hook() } else { None } {
+        // Sizes that keep changing, not the one odd size of a last partial batch.
+        let new_sizes = cached.is_none()
+            && crate::graph_history::other_sizes_seen(&g.key) >= crate::graph_history::SIZES_BEFORE_HINT - 1;
+        // A storage it reads was overwritten from the host mid-graph: the
+        // trace saw only the new value, so no storages (nothing to take over).
+        let handles: Vec<usize> = match g.replay_blocker {
+            Some(_) => Vec::new(),
+            None => live.iter().map(|p| p.storage as usize).collect(),
+        };
+        // True: the hook gave each of them its value (and they may be gone
+        // by now: Python code ran), so the graph is dropped unrun.
+        IN_BUCKET_HOOK.with(|h| h.set(true));
+        let handled = hook(g.device, &handles, cached.is_some(), new_sizes);
+        IN_BUCKET_HOOK.with(|h| h.set(false));
+        if handled {
+            Metrics::inc(&engine.metrics.bucketed_regions);
+            return Ok(None);
         }
     }
     let compiled = match cached {

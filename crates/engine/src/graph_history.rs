@@ -108,7 +108,7 @@ pub fn other_sizes_seen(key: &GraphKey) -> usize {
 /// a new program (bucketing needs the symbolic sizes only Dynamo traces).
 /// When one graph has compiled for this many sizes, say once, for that
 /// graph, what avoids it.
-const SIZES_BEFORE_HINT: usize = 4;
+pub const SIZES_BEFORE_HINT: usize = 4;
 
 fn changing_sizes_hint(sizes: usize) -> String {
     format!(
